@@ -1,0 +1,158 @@
+"""AdditiveKernel: recurrence vs brute-force subset sums, gradients, limits."""
+
+import itertools
+import math
+
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel
+
+from hdgp.exceptions import CostWarning
+from hdgp.kernels.additive_kernel import AdditiveKernel, additive_sum, elementary_symmetric
+
+torch.set_default_dtype(torch.float64)
+
+
+def brute_force_sum(base, variances):
+    """Σ_r σ_r² Σ_{|u|=r} Π_{i∈u} k_i by explicit enumeration of the subsets."""
+    out = variances[0] * torch.ones_like(base[0])
+    for r in range(1, variances.numel()):
+        for u in itertools.combinations(range(base.shape[0]), r):
+            out = out + variances[r] * torch.prod(base[list(u)], dim=0)
+    return out
+
+
+@pytest.mark.parametrize("n_dims", [1, 2, 3, 4, 5, 6])
+def test_matches_brute_force_all_orders(n_dims):
+    gen = torch.Generator().manual_seed(n_dims)
+    # arbitrary real values, including negative and > 1, as constrained kernels produce
+    base = 2.0 * torch.randn(n_dims, 7, 5, generator=gen)
+    for max_order in range(0, n_dims + 1):
+        variances = torch.rand(max_order + 1, generator=gen) + 0.1
+        fast = additive_sum(base, variances)
+        torch.testing.assert_close(fast, brute_force_sum(base, variances), rtol=1e-12, atol=1e-12)
+
+
+def test_elementary_symmetric_no_cancellation_near_one():
+    # kernel values near 1 and large order: Newton–Girard loses digits here, the
+    # recurrence must stay exact (compare against exact binomial values).
+    n_dims = 20
+    base = torch.full((n_dims, 1), 1.0 - 1e-9)
+    e = elementary_symmetric(base, n_dims)
+    expected = torch.tensor([math.comb(n_dims, r) * (1 - 1e-9) ** r for r in range(n_dims + 1)])
+    torch.testing.assert_close(e[:, 0], expected, rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("chunk", [3, None])
+def test_gradcheck(chunk):
+    gen = torch.Generator().manual_seed(0)
+    base = torch.randn(4, 3, 5, generator=gen).requires_grad_(True)
+    variances = (torch.rand(4, generator=gen) + 0.5).requires_grad_(True)
+    assert torch.autograd.gradcheck(lambda b, v: additive_sum(b, v, chunk), (base, variances))
+
+
+def test_gradient_matches_autograd_of_brute_force():
+    gen = torch.Generator().manual_seed(1)
+    base = torch.randn(5, 6, 6, generator=gen, requires_grad=True)
+    variances = torch.rand(4, generator=gen, requires_grad=True)
+    weight = torch.randn(6, 6, generator=gen)
+    g_fast = torch.autograd.grad((additive_sum(base, variances, chunk=7) * weight).sum(), (base, variances))
+    g_ref = torch.autograd.grad((brute_force_sum(base, variances) * weight).sum(), (base, variances))
+    for a, b in zip(g_fast, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def make_kernel(n_dims, max_order):
+    kern = AdditiveKernel(RBFKernel(batch_shape=torch.Size([n_dims])), num_dims=n_dims, max_order=max_order)
+    kern.base_kernel.lengthscale = torch.linspace(0.5, 2.0, n_dims).reshape(n_dims, 1, 1)
+    return kern
+
+
+def test_kernel_matches_explicit_subset_kernels():
+    torch.manual_seed(0)
+    x1, x2 = torch.randn(6, 4), torch.randn(5, 4)
+    kern = make_kernel(4, 3)
+    kern.order_variances = torch.tensor([0.3, 1.0, 0.5, 0.2])
+    ls = kern.base_kernel.lengthscale.reshape(-1)
+    base = torch.stack([torch.exp(-0.5 * (x1[:, i, None] - x2[None, :, i]) ** 2 / ls[i] ** 2) for i in range(4)])
+    expected = brute_force_sum(base, kern.order_variances.detach())
+    torch.testing.assert_close(kern(x1, x2).to_dense(), expected)
+
+
+def test_diag_matches_full():
+    torch.manual_seed(1)
+    x = torch.randn(8, 5)
+    kern = make_kernel(5, 5)
+    torch.testing.assert_close(kern(x, diag=True), kern(x).to_dense().diagonal())
+
+
+def test_top_order_only_is_se_ard():
+    # Duvenaud eq. (1.7): the D-th order term alone is the SE-ARD kernel
+    torch.manual_seed(2)
+    x1, x2 = torch.randn(6, 3), torch.randn(4, 3)
+    kern = make_kernel(3, 3)
+    kern.initialize(raw_order_variances=torch.tensor([-50.0, -50.0, -50.0, 0.0]))
+    ard = RBFKernel(ard_num_dims=3)
+    ard.lengthscale = kern.base_kernel.lengthscale.reshape(1, 3)
+    scale = kern.order_variances[-1]
+    torch.testing.assert_close(kern(x1, x2).to_dense(), scale * ard(x1, x2).to_dense(), atol=1e-15, rtol=1e-10)
+
+
+def test_batched_inputs():
+    torch.manual_seed(3)
+    x = torch.randn(2, 5, 3)
+    kern = make_kernel(3, 2)
+    out = kern(x).to_dense()
+    for b in range(2):
+        torch.testing.assert_close(out[b], kern(x[b]).to_dense())
+
+
+def test_hyperparameter_gradients_finite_difference():
+    torch.manual_seed(4)
+    x = torch.randn(7, 3)
+    kern = make_kernel(3, 3)
+    params = [kern.base_kernel.raw_lengthscale, kern.raw_order_variances]
+
+    def f(raw_ls, raw_var):
+        kern.base_kernel.raw_lengthscale.data.copy_(raw_ls)
+        kern.raw_order_variances.data.copy_(raw_var)
+        return kern(x).to_dense().sum()
+
+    loss = kern(x).to_dense().square().sum()
+    grads = torch.autograd.grad(loss, params)
+    eps = 1e-6
+    for p, g in zip(params, grads):
+        flat = p.data.view(-1)
+        for j in range(flat.numel()):
+            old = flat[j].item()
+            flat[j] = old + eps
+            up = kern(x).to_dense().square().sum().item()
+            flat[j] = old - eps
+            down = kern(x).to_dense().square().sum().item()
+            flat[j] = old
+            assert g.view(-1)[j].item() == pytest.approx((up - down) / (2 * eps), rel=1e-6, abs=1e-8)
+
+
+@pytest.mark.parametrize("max_order", [0, 4, 1.5])
+def test_bad_max_order(max_order):
+    with pytest.raises(ValueError, match="max_order"):
+        AdditiveKernel(RBFKernel(batch_shape=torch.Size([3])), num_dims=3, max_order=max_order)
+
+
+def test_wrong_number_of_features():
+    kern = make_kernel(3, 2)
+    with pytest.raises(ValueError, match="3 features"):
+        kern(torch.randn(4, 2)).to_dense()
+
+
+def test_cost_warning_for_many_features_and_orders():
+    with pytest.warns(CostWarning):
+        AdditiveKernel(RBFKernel(batch_shape=torch.Size([40])), num_dims=40, max_order=30)
+
+
+def test_default_max_order_and_init_variance():
+    kern = AdditiveKernel(RBFKernel(batch_shape=torch.Size([12])), num_dims=12)
+    assert kern.max_order == 10
+    # every order starts with the same total prior variance at unit base values
+    contrib = kern.order_variances.detach() * torch.tensor([math.comb(12, r) for r in range(11)])
+    torch.testing.assert_close(contrib, torch.full((11,), 1 / 11))
