@@ -1,0 +1,153 @@
+"""Projected-additive kernel: limits of Sec. 4.1, GAM identity, fused path vs brute force."""
+
+import math
+
+import gpytorch
+import pytest
+import torch
+
+from hdgp.kernels.projected_kernel import ProjectedAdditiveKernel, _ProjectedRBFSum
+from hdgp.projections import diverse_directions, random_directions
+
+DT = torch.float64
+
+
+def _pairs(d, n=12, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X1 = torch.randn(n, d, generator=g, dtype=DT) * 0.7
+    X2 = torch.randn(n, d, generator=g, dtype=DT) * 0.7
+    r2 = ((X1[:, None, :] - X2[None, :, :]) ** 2).sum(-1)
+    return X1, X2, r2
+
+
+def _normalised_mc_errors(k_limit, var_phi, base_kernel, J, n_seeds=40, d=4):
+    """(average kernel - limit) / sqrt(var/J): should be ~N(0, 1) by the CLT behind Prop. 2."""
+    X1, X2, r2 = _pairs(d)
+    z = []
+    for s in range(n_seeds):
+        k = ProjectedAdditiveKernel(random_directions(d, (1,) * J, random_state=s), ard=True, base_kernel=base_kernel)
+        k.input_lengthscale = torch.ones(d, dtype=DT)
+        K = k(X1, X2).to_dense().detach()
+        z.append((K - k_limit(r2)) / torch.sqrt(var_phi(r2) / J))
+    return torch.stack(z)
+
+
+@pytest.mark.parametrize("J", [10, 1000])
+def test_corollary1_rbf_average_tends_to_imq_at_rate_sqrt_J(J):
+    # phi(x) = exp(-x^2/2), eta ~ N(0, I):  E phi = (1 + r^2)^(-1/2)      (eq. 5)
+    # var phi = E exp(-eta^2 r^2) - (E phi)^2 = (1 + 2 r^2)^(-1/2) - (1 + r^2)^(-1)
+    z = _normalised_mc_errors(
+        lambda r2: (1 + r2) ** -0.5, lambda r2: (1 + 2 * r2) ** -0.5 - 1 / (1 + r2), None, J
+    )
+    # standardised errors have unit second moment at every J: the error is O(J^(-1/2))
+    assert 0.75 < z.pow(2).mean().sqrt().item() < 1.25
+    assert abs(z.mean().item()) < 0.2
+
+
+def test_corollary2_cosine_average_tends_to_rbf():
+    # phi(x) = cos x, eta ~ N(0, I):  E phi = exp(-r^2/2)                   (eq. 6)
+    # var phi = (1 + exp(-2 r^2)) / 2 - exp(-r^2)
+    cos = gpytorch.kernels.CosineKernel()
+    cos.period_length = math.pi  # gpytorch: cos(pi |x - x'| / p)
+    cos.raw_period_length.requires_grad_(False)
+    z = _normalised_mc_errors(
+        lambda r2: torch.exp(-r2 / 2), lambda r2: (1 + torch.exp(-2 * r2)) / 2 - torch.exp(-r2), cos, 400
+    )
+    assert 0.75 < z.pow(2).mean().sqrt().item() < 1.25
+    assert abs(z.mean().item()) < 0.2
+
+
+def test_J_equal_d_orthonormal_is_a_gam_on_rotated_inputs():
+    d = 5
+    P = diverse_directions(d, d, random_state=2)
+    k = ProjectedAdditiveKernel(P, ard=False)
+    lam = torch.linspace(0.5, 2.0, d, dtype=DT)
+    k.projection_lengthscale = lam
+    k.initialize(raw_weights=torch.linspace(-1, 1, d, dtype=DT))
+    X1, X2, _ = _pairs(d, n=9)
+    gam = gpytorch.kernels.AdditiveKernel(
+        *[gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(active_dims=[j])) for j in range(d)]
+    ).to(DT)
+    for j, sk in enumerate(gam.kernels):
+        sk.outputscale = k.weights[j].detach()
+        sk.base_kernel.lengthscale = lam[j]
+    expected = gam(X1 @ P.T, X2 @ P.T).to_dense()
+    assert torch.allclose(k(X1, X2).to_dense(), expected, atol=1e-12)
+
+
+def _brute_force(k, X1, X2):
+    z1, z2 = k.project(X1), k.project(X2)
+    terms = [torch.exp(-0.5 * ((z1[:, None, sl] - z2[None, :, sl]) ** 2).sum(-1)) for sl in k._slices]
+    return (torch.stack(terms) * k.weights[:, None, None]).sum(0)
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_fused_kernel_matches_brute_force_values_and_gradients(ard):
+    degrees = (1, 1, 2, 3)
+    d = 4
+    k = ProjectedAdditiveKernel(random_directions(d, degrees, random_state=0), degrees, ard=ard)
+    for p in k.parameters():
+        p.data.uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1))
+    X1, X2, _ = _pairs(d, n=7)
+    G = torch.randn(7, 7, dtype=DT)
+    for A, B in ((X1, X2), (X1, X1)):
+        fast = k(A, B).to_dense()
+        slow = _brute_force(k, A, B)
+        assert torch.allclose(fast, slow, atol=1e-13)
+        g_fast = torch.autograd.grad((fast * G).sum(), list(k.parameters()))
+        g_slow = torch.autograd.grad((slow * G).sum(), list(k.parameters()))
+        for a, b in zip(g_fast, g_slow):
+            assert torch.allclose(a, b, atol=1e-12)
+    assert torch.allclose(k(X1, X2, diag=True), torch.diagonal(_brute_force(k, X1, X2)), atol=1e-13)
+
+
+def test_fused_function_gradcheck():
+    g = torch.Generator().manual_seed(0)
+    Z1 = torch.randn(6, 4, generator=g, dtype=DT, requires_grad=True)
+    Z2 = torch.randn(5, 4, generator=g, dtype=DT, requires_grad=True)
+    w = torch.rand(3, generator=g, dtype=DT, requires_grad=True)
+    sl = (slice(0, 1), slice(1, 3), slice(3, 4))
+    assert torch.autograd.gradcheck(lambda a, b, c: _ProjectedRBFSum.apply(a, b, c, sl), (Z1, Z2, w))
+    assert torch.autograd.gradcheck(lambda a, c: _ProjectedRBFSum.apply(a, a, c, sl), (Z1, w))
+
+
+def test_custom_sub_kernel_path_matches_fused_rbf():
+    d, J = 3, 6
+    P = diverse_directions(d, J, random_state=0)
+    fused = ProjectedAdditiveKernel(P, ard=True)
+    rbf = gpytorch.kernels.RBFKernel().to(DT)
+    rbf.lengthscale = 1.0
+    rbf.raw_lengthscale.requires_grad_(False)
+    generic = ProjectedAdditiveKernel(P, ard=True, base_kernel=rbf)
+    for k in (fused, generic):
+        k.input_lengthscale = torch.tensor([0.5, 1.0, 2.0], dtype=DT)
+    X1, X2, _ = _pairs(d, n=8)
+    Kf, Kg = fused(X1, X2).to_dense(), generic(X1, X2).to_dense()
+    assert torch.allclose(Kf, Kg, atol=1e-12)
+    (gf,) = torch.autograd.grad(Kf.sum(), [fused.raw_input_lengthscale])
+    (gg,) = torch.autograd.grad(Kg.sum(), [generic.raw_input_lengthscale])
+    assert torch.allclose(gf, gg, atol=1e-12)
+
+
+@pytest.mark.parametrize("J", [2, 40])
+def test_memory_saved_for_backward_does_not_grow_with_J(J):
+    n, d = 150, 6
+    k = ProjectedAdditiveKernel(random_directions(d, (1,) * J, random_state=0), ard=False)
+    X = torch.randn(n, d, dtype=DT)
+    saved = []
+
+    def pack(t):
+        saved.append(t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        K = k(X, X).to_dense()
+    assert K.shape == (n, n)
+    assert sum(saved) < n * n  # only n x J projections and parameters are kept, never J x n x n
+
+
+def test_bad_inputs():
+    with pytest.raises(ValueError, match="features"):
+        ProjectedAdditiveKernel(torch.ones(2, 3, dtype=DT))(torch.ones(4, 2, dtype=DT)).to_dense()
+    with pytest.raises(ValueError, match="degrees"):
+        ProjectedAdditiveKernel(torch.ones(3, 3, dtype=DT), degrees=(1, 1))

@@ -1,0 +1,65 @@
+"""Direction sets of RPA-GP (eq. 4) and DPA-GP (eq. 7)."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from hdgp.projections import (
+    diverse_directions,
+    expand_degrees,
+    min_pairwise_angle,
+    random_directions,
+    redundancy_loss,
+)
+
+
+def test_expand_degrees_mixed_groups():
+    assert expand_degrees(1, 3) == (1, 1, 1)
+    assert expand_degrees([(2, 1), (1, 3)], None) == (1, 1, 3)
+    with pytest.raises(ValueError, match="disagrees"):
+        expand_degrees([(2, 1)], 5)
+    with pytest.raises(ValueError, match="n_projections"):
+        expand_degrees(1, 0)
+
+
+def test_random_directions_are_seeded_and_have_variance_one_over_degree():
+    degrees = (1,) * 3 + (2,) * 3 + (4,) * 3
+    P = random_directions(4000, degrees, random_state=3)
+    assert P.shape == (sum(degrees), 4000) and P.dtype == torch.float64
+    assert torch.equal(P, random_directions(4000, degrees, random_state=3))
+    assert not torch.equal(P, random_directions(4000, degrees, random_state=4))
+    rows = np.repeat(degrees, degrees)
+    for D in (1, 2, 4):
+        var = P[torch.as_tensor(rows == D)].var().item()
+        assert abs(var * D - 1.0) < 0.03  # 4000*#rows draws: std error ~1 %
+
+
+def test_degree_larger_than_dimension_is_rejected():
+    with pytest.raises(ValueError, match="exceeds the input dimension"):
+        random_directions(2, (3,))
+
+
+def test_diverse_directions_orthonormal_when_few():
+    P = diverse_directions(7, 5, random_state=0)
+    assert torch.allclose(P @ P.T, torch.eye(5, dtype=P.dtype), atol=1e-12)
+    assert redundancy_loss(P).item() < 1e-20
+    assert min_pairwise_angle(P) == pytest.approx(math.pi / 2, abs=1e-6)
+
+
+def test_diverse_directions_beat_random_ones_when_many():
+    d, J = 5, 20
+    P = diverse_directions(d, J, random_state=1)
+    assert torch.allclose(P.norm(dim=1), torch.ones(J, dtype=P.dtype))
+    losses = [redundancy_loss(random_directions(d, (1,) * J, random_state=s)).item() for s in range(10)]
+    angles = [min_pairwise_angle(random_directions(d, (1,) * J, random_state=s)) for s in range(10)]
+    assert redundancy_loss(P).item() < 0.6 * min(losses)
+    assert min_pairwise_angle(P) > max(angles)
+    # a tight frame bound: sum_{j,j'} (eta_j^T eta_j')^4 >= 3 J^2 / (d (d + 2)) (4-design bound)
+    assert redundancy_loss(P).item() + J >= 3 * J**2 / (d * (d + 2)) - 1e-6
+    assert redundancy_loss(P).item() + J < 1.05 * 3 * J**2 / (d * (d + 2))
+
+
+def test_single_direction_angle():
+    assert min_pairwise_angle(torch.ones(1, 3)) == pytest.approx(math.pi / 2)
