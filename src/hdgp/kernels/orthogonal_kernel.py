@@ -1,0 +1,243 @@
+"""Constrained (orthogonal) one-dimensional kernels of the OAK model (Lu et al., 2022).
+
+Conditioning a GP :math:`f \\sim \\mathcal{GP}(0, k)` on
+:math:`S = \\int f(x) p(x)\\,dx = 0` gives (OAK eqs. 7–8)
+
+.. math::
+
+    \\tilde k(x, x') = k(x, x') - \\frac{\\mathbb E[S f(x)]\\, \\mathbb E[S f(x')]}{\\mathbb E[S^2]},
+    \\quad \\mathbb E[S f(x)] = \\int p(s) k(s, x)\\,ds,
+    \\quad \\mathbb E[S^2] = \\iint p(s) p(s') k(s, s')\\,ds\\,ds'.
+
+Both kernels here take the feature-stacked layout of
+:class:`~hdgp.kernels.additive_kernel.AdditiveKernel`: inputs ``(..., G, n, 1)``
+with one feature per batch entry, output ``(..., G, n, m)``. Each also provides
+``sobol_integral`` — the matrices :math:`L[a, b] = \\int \\tilde k(x, a) \\tilde k(x, b)
+p(x)\\,dx` of OAK eq. (14) used for analytic Sobol indices.
+"""
+
+from __future__ import annotations
+
+import torch
+from gpytorch.constraints import Positive
+from gpytorch.kernels import Kernel
+
+from ..measures import MixtureMeasure
+
+__all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel"]
+
+
+def _gauss_overlap(mu, var, a, p, b, q):
+    r""":math:`\int \mathcal N(x; \mu, v)\, e^{-(x-a)^2/2p}\, e^{-(x-b)^2/2q}\,dx` (broadcasting).
+
+    The two exponentials multiply to :math:`e^{-(a-b)^2/2(p+q)} e^{-(x-c)^2/2r}` with
+    :math:`r = pq/(p+q)`, :math:`c = (aq+bp)/(p+q)`; the Gaussian integral of the
+    latter is :math:`\sqrt{r/(r+v)}\, e^{-(c-\mu)^2/2(r+v)}`. With :math:`v = 0` it is
+    the point evaluation, so point masses need no special case.
+    """
+    s = p + q
+    r = p * q / s
+    c = (a * q + b * p) / s
+    return torch.exp(-((a - b) ** 2) / (2 * s) - (c - mu) ** 2 / (2 * (r + var))) * torch.sqrt(r / (r + var))
+
+
+class ConstrainedSEKernel(Kernel):
+    r"""Unit-variance SE kernels constrained to integrate to zero under mixture measures.
+
+    For feature :math:`i` with length-scale :math:`\ell` and measure
+    :math:`p = \sum_k w_k \mathcal N(\mu_k, \delta_k^2)`:
+
+    .. math::
+
+        \tilde k(x, x') = e^{-(x-x')^2/2\ell^2} - \frac{m(x)\, m(x')}{c}, \qquad
+        m(x) = \sum_k w_k \frac{\ell}{\sqrt{\ell^2+\delta_k^2}}
+               e^{-\frac{(x-\mu_k)^2}{2(\ell^2+\delta_k^2)}}, \qquad
+        c = \sum_{j,k} w_j w_k \frac{\ell}{\sqrt{\ell^2+\delta_j^2+\delta_k^2}}
+               e^{-\frac{(\mu_j-\mu_k)^2}{2(\ell^2+\delta_j^2+\delta_k^2)}}
+
+    (OAK eq. 10 for one Gaussian, eqs. 30–31 for a mixture, eq. 32 for the
+    empirical measure, where :math:`\delta_k = 0`).
+
+    Parameters
+    ----------
+    measure : hdgp.measures.MixtureMeasure
+        One measure per feature; the kernel has ``batch_shape = (D,)`` and one
+        length-scale per feature.
+    """
+
+    has_lengthscale = True
+
+    def __init__(self, measure: MixtureMeasure, **kwargs):
+        if not isinstance(measure, MixtureMeasure):
+            raise TypeError(f"measure must be a MixtureMeasure, got {type(measure).__name__}.")
+        super().__init__(batch_shape=torch.Size([measure.num_dims]), **kwargs)
+        self.measure = measure
+
+    def _measure_params(self, ref: torch.Tensor):
+        m = self.measure
+        # (D, 1, K) so they broadcast against inputs of shape (..., D, n, 1)
+        return tuple(t.to(ref).unsqueeze(-2) for t in (m.locations, m.scales**2, m.weights))
+
+    def _mean_embedding(self, x, l2):
+        """m(x) = E[S f(x)] for x of shape (..., D, n, 1); returns (..., D, n)."""
+        mu, var, w = self._measure_params(x)
+        t = l2 + var
+        return (w * torch.sqrt(l2 / t) * torch.exp(-((x - mu) ** 2) / (2 * t))).sum(-1)
+
+    def _total_variance(self, l2):
+        """c = E[S²] per feature, shape (D, 1, 1)."""
+        mu, var, w = self._measure_params(l2)
+        t = l2 + var + var.transpose(-1, -2)
+        pair = w * w.transpose(-1, -2) * torch.sqrt(l2 / t) * torch.exp(-((mu - mu.transpose(-1, -2)) ** 2) / (2 * t))
+        return pair.sum((-1, -2)).unsqueeze(-1).unsqueeze(-1)
+
+    def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
+        if last_dim_is_batch:
+            raise NotImplementedError("ConstrainedSEKernel does not support last_dim_is_batch.")
+        l2 = self.lengthscale**2  # (D, 1, 1)
+        c = self._total_variance(l2)
+        m1 = self._mean_embedding(x1, l2)
+        if diag:
+            return 1.0 - m1**2 / c.squeeze(-1)
+        m2 = self._mean_embedding(x2, l2)
+        se = torch.exp(-((x1 - x2.transpose(-1, -2)) ** 2) / (2 * l2))
+        return se - m1.unsqueeze(-1) * m2.unsqueeze(-2) / c
+
+    def sobol_integral(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        r"""Matrices :math:`L_i[a, b] = \int \tilde k_i(x, a)\, \tilde k_i(x, b)\, p_i(x)\,dx`.
+
+        Closed form for Gaussian components (OAK appendix G.1, with the prefactor
+        :math:`\sigma^4` of G.1.4 — here the base variance is 1) and the weighted
+        sum :math:`\sum_k w_k \tilde k(\mu_k, a) \tilde k(\mu_k, b)` for point
+        masses (appendix G.2, eq. 48).
+
+        Parameters
+        ----------
+        x1, x2 : torch.Tensor of shape (D, n, 1) and (D, m, 1)
+
+        Returns
+        -------
+        torch.Tensor of shape (D, n, m)
+        """
+        mu, var, w = self._measure_params(x1)  # (D, 1, K)
+        if self.measure.is_discrete:
+            at_loc = mu.transpose(-1, -2)  # (D, K, 1)
+            k1 = self.forward(at_loc, x1)  # (D, K, n)
+            k2 = self.forward(at_loc, x2)
+            return (k1 * w.transpose(-1, -2)).transpose(-1, -2) @ k2
+        l2 = self.lengthscale**2
+        c = self._total_variance(l2)
+        m1 = self._mean_embedding(x1, l2).unsqueeze(-1)  # (D, n, 1)
+        m2 = self._mean_embedding(x2, l2).unsqueeze(-2)  # (D, 1, m)
+        amp = w * torch.sqrt(l2 / (l2 + var))  # w_j ℓ/√(ℓ²+δ_j²), (D, 1, K)
+        out = x1.new_zeros(x1.shape[:-1] + x2.shape[-2:-1])
+        for k in range(mu.shape[-1]):
+            mu_k, var_k, w_k = mu[..., k : k + 1], var[..., k : k + 1], w[..., k : k + 1]
+            t1 = _gauss_overlap(mu_k, var_k, x1, l2, x2.transpose(-1, -2), l2)
+            # ∫ N_k(x) k(x, a) m(x) dx, summed over the components j of m
+            t2_1 = (amp * _gauss_overlap(mu_k, var_k, x1, l2, mu, l2 + var)).sum(-1, keepdim=True)
+            t2_2 = (amp * _gauss_overlap(mu_k, var_k, x2, l2, mu, l2 + var)).sum(-1, keepdim=True)
+            # ∫ N_k(x) m(x)² dx
+            t4 = (
+                amp.transpose(-1, -2)
+                * amp
+                * _gauss_overlap(mu_k, var_k, mu.transpose(-1, -2), l2 + var.transpose(-1, -2), mu, l2 + var)
+            ).sum((-1, -2)).reshape(-1, 1, 1)
+            out = out + w_k * (
+                t1 - t2_1 * m2 / c - m1 * t2_2.transpose(-1, -2) / c + m1 * m2 * t4 / c**2
+            )
+        return out
+
+
+class ConstrainedCategoricalKernel(Kernel):
+    r"""Categorical kernel constrained to zero mean under the level frequencies.
+
+    .. math::
+
+        A = W W^\top + \operatorname{diag}(\kappa), \qquad
+        B = A - \frac{(A w)(A w)^\top}{w^\top A w}, \qquad \tilde k(i, j) = B_{ij}
+
+    (OAK appendix C, eqs. 19–20). A binary feature is the case of two levels.
+
+    Parameters
+    ----------
+    level_weights : array-like of shape (M,)
+        Probabilities :math:`w` of the :math:`M` levels (e.g. training frequencies).
+    rank : int, default=1
+        Columns of :math:`W` (0 gives a diagonal :math:`A`).
+
+    Notes
+    -----
+    Inputs are integer level codes ``0..M-1`` stored as floats; anything else
+    raises ``ValueError``. The kernel serves a single feature (batch size 1 in
+    the feature-stacked layout).
+    """
+
+    def __init__(self, level_weights, rank: int = 1, **kwargs):
+        super().__init__(**kwargs)
+        w = torch.as_tensor(level_weights, dtype=torch.float64).reshape(-1)
+        if w.numel() < 2 or (w < 0).any() or w.sum() <= 0 or not torch.isfinite(w).all():
+            raise ValueError(
+                "level_weights must hold at least two non-negative finite probabilities "
+                f"with a positive sum, got {w.tolist()}."
+            )
+        if int(rank) != rank or rank < 0:
+            raise ValueError(f"rank must be a non-negative integer, got {rank!r}.")
+        n_levels = w.numel()
+        self.num_levels = n_levels
+        self.register_buffer("level_weights", w / w.sum())
+        gen = torch.Generator().manual_seed(0)
+        init_w = 0.5 * torch.randn(n_levels, int(rank), generator=gen, dtype=torch.float64)
+        self.register_parameter("raw_covar_factor", torch.nn.Parameter(init_w))
+        self.register_parameter("raw_kappa", torch.nn.Parameter(torch.zeros(n_levels, dtype=torch.float64)))
+        self.register_constraint("raw_kappa", Positive())
+        self.initialize(raw_kappa=self.raw_kappa_constraint.inverse_transform(torch.ones(n_levels)))
+
+    @property
+    def kappa(self) -> torch.Tensor:
+        return self.raw_kappa_constraint.transform(self.raw_kappa)
+
+    def constrained_matrix(self) -> torch.Tensor:
+        """The :math:`M \\times M` matrix :math:`B` of eq. (20)."""
+        W = self.raw_covar_factor
+        A = W @ W.T + torch.diag(self.kappa)
+        w = self.level_weights.to(A)
+        Aw = A @ w
+        return A - torch.outer(Aw, Aw) / (w @ Aw)
+
+    def _codes(self, x: torch.Tensor) -> torch.Tensor:
+        codes = x.squeeze(-1)
+        bad = ~torch.isfinite(codes) | (codes != torch.round(codes)) | (codes < 0) | (codes >= self.num_levels)
+        if bad.any():
+            raise ValueError(
+                f"Categorical kernel expects integer level codes in 0..{self.num_levels - 1}; "
+                f"got e.g. {codes[bad].flatten()[0].item()!r}. Encode unseen levels before predicting."
+            )
+        return codes.long()
+
+    def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
+        if last_dim_is_batch:
+            raise NotImplementedError("ConstrainedCategoricalKernel does not support last_dim_is_batch.")
+        B = self.constrained_matrix().to(x1)
+        i = self._codes(x1)
+        if diag:
+            return B[i, i]
+        j = self._codes(x2)
+        return B[i.unsqueeze(-1), j.unsqueeze(-2)]
+
+    def sobol_integral(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        r""":math:`L[a, b] = \sum_c w_c B_{c a} B_{c b}` (OAK eq. 14 with the discrete measure).
+
+        Parameters
+        ----------
+        x1, x2 : torch.Tensor of shape (1, n, 1) and (1, m, 1)
+
+        Returns
+        -------
+        torch.Tensor of shape (1, n, m)
+        """
+        B = self.constrained_matrix().to(x1)
+        w = self.level_weights.to(B)
+        Ba = B[:, self._codes(x1)]  # (M, 1, n)
+        Bb = B[:, self._codes(x2)]
+        return torch.einsum("c,cgn,cgm->gnm", w, Ba, Bb)

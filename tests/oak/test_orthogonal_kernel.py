@@ -1,0 +1,222 @@
+"""Constrained SE / categorical kernels: zero mean under the measure, closed forms vs Monte-Carlo."""
+
+import numpy as np
+import pytest
+import torch
+
+from hdgp.kernels.feature_stack import FeatureStackKernel
+from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
+from hdgp.measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
+
+torch.set_default_dtype(torch.float64)
+N_MC = 400_000
+
+
+def measures():
+    rng = np.random.default_rng(0)
+    return {
+        "gaussian": gaussian_measure([0.3, -1.0], [0.8, 1.5]),
+        "mixture": MixtureMeasure([[-1.0, 1.5, 0.0], [0.5, 0.0, 2.0]], [[0.4, 0.7, 1.0], [1.0, 0.3, 0.2]], [[0.3, 0.5, 0.2], [0.6, 0.3, 0.1]]),
+        "empirical": empirical_measure([rng.normal(size=40).round(1), rng.exponential(size=25)]),
+    }
+
+
+def make_kernel(measure):
+    k = ConstrainedSEKernel(measure)
+    k.lengthscale = torch.tensor([0.7, 1.3]).reshape(2, 1, 1)
+    return k
+
+
+def col(x):
+    """(n, D) -> feature-stacked (D, n, 1)."""
+    return x.T.unsqueeze(-1)
+
+
+def test_gaussian_matches_paper_eq10():
+    mu, delta, ls = 0.3, 0.8, 0.7
+    k = make_kernel(gaussian_measure([mu, 0.0], [delta, 1.0]))
+    a, b = torch.linspace(-2, 2, 5), torch.linspace(-1, 3, 4)
+    x1 = torch.stack([a, a], 1)
+    x2 = torch.stack([b, b], 1)
+    got = k.forward(col(x1), col(x2))[0]
+    se = torch.exp(-((a[:, None] - b[None, :]) ** 2) / (2 * ls**2))
+    corr = ls * np.sqrt(ls**2 + 2 * delta**2) / (ls**2 + delta**2) * torch.exp(
+        -((a[:, None] - mu) ** 2 + (b[None, :] - mu) ** 2) / (2 * (ls**2 + delta**2))
+    )
+    torch.testing.assert_close(got, se - corr)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "mixture", "empirical"])
+def test_mean_embedding_and_total_variance_vs_monte_carlo(name):
+    measure = measures()[name]
+    k = make_kernel(measure)
+    gen = torch.Generator().manual_seed(1)
+    s, s2 = measure.sample(N_MC, gen), measure.sample(N_MC, gen)
+    l2 = k.lengthscale**2
+    a = torch.tensor([[-1.0, 0.5], [0.2, 2.0], [1.5, -0.3]])
+    se = lambda u, v: torch.exp(-((u - v) ** 2) / (2 * l2.reshape(-1)))
+    mc_m = torch.stack([se(s, a[j]).mean(0) for j in range(3)])  # (3, D)
+    torch.testing.assert_close(k._mean_embedding(col(a), l2).T, mc_m, atol=4e-3, rtol=0)
+    mc_c = se(s, s2).mean(0)
+    torch.testing.assert_close(k._total_variance(l2).reshape(-1), mc_c, atol=4e-3, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "mixture", "empirical"])
+def test_constrained_kernel_integrates_to_zero(name):
+    measure = measures()[name]
+    k = make_kernel(measure)
+    a = col(torch.tensor([[-1.0, 0.5], [0.2, 2.0], [1.5, -0.3]]))
+    if measure.is_discrete:
+        # exact: Σ_j w_j k̃(x_j, a) = 0
+        at_loc = measure.locations.T.unsqueeze(-1).transpose(0, 1).reshape(2, -1, 1)
+        vals = (measure.weights.unsqueeze(-1) * k.forward(at_loc, a)).sum(1)
+        torch.testing.assert_close(vals, torch.zeros_like(vals), atol=1e-12, rtol=0)
+        return
+    gen = torch.Generator().manual_seed(2)
+    s = measure.sample(N_MC, gen)
+    vals = k.forward(col(s), a).mean(1)  # (D, 3)
+    assert vals.abs().max() < 4e-3
+    # the unconstrained kernel does not integrate to zero (the test has teeth)
+    se = torch.exp(-((col(s) - a.transpose(-1, -2)) ** 2) / (2 * k.lengthscale**2)).mean(1)
+    assert se.abs().max() > 0.1
+
+
+@pytest.mark.parametrize("name", ["gaussian", "mixture", "empirical"])
+def test_prior_samples_have_zero_mean_under_measure(name):
+    measure = measures()[name]
+    k = make_kernel(measure)
+    gen = torch.Generator().manual_seed(3)
+    s = col(measure.sample(3000, gen))
+    K = k.forward(s, s)
+    # Var_f[mean_j f(s_j)] = 1ᵀK̃1/N² → 0 (vs c > 0 for the unconstrained kernel)
+    var_mean = K.sum((-1, -2)) / s.shape[1] ** 2
+    assert var_mean.abs().max() < 2e-3
+    # draw actual prior samples too
+    L = torch.linalg.cholesky(K[:, :400, :400] + 1e-8 * torch.eye(400))
+    f = L @ torch.randn(2, 400, 200, generator=gen)
+    assert f.mean(1).std() < 0.1 * f.std()
+
+
+@pytest.mark.parametrize("name", ["gaussian", "mixture", "empirical"])
+def test_sobol_integral_vs_monte_carlo(name):
+    measure = measures()[name]
+    k = make_kernel(measure)
+    a = col(torch.tensor([[-1.0, 0.5], [0.2, 2.0], [1.5, -0.3]]))
+    b = col(torch.tensor([[0.1, -0.5], [2.0, 1.0]]))
+    L = k.sobol_integral(a, b)
+    assert L.shape == (2, 3, 2)
+    gen = torch.Generator().manual_seed(4)
+    s = col(measure.sample(N_MC, gen))
+    ka, kb = k.forward(s, a), k.forward(s, b)  # (D, N, 3), (D, N, 2)
+    mc = ka.transpose(-1, -2) @ kb / N_MC
+    torch.testing.assert_close(L, mc, atol=5e-3, rtol=0)
+    # symmetric and PSD on a common set
+    Laa = k.sobol_integral(a, a)
+    torch.testing.assert_close(Laa, Laa.transpose(-1, -2))
+    assert torch.linalg.eigvalsh(Laa).min() > -1e-10
+
+
+def test_gaussian_sobol_matches_paper_appendix_g1():
+    # G.1.1–G.1.4 with unit variance (σ⁴ = σ² = 1 so G.1.4's missing square is moot here)
+    mu, d2, ls = 0.3, 0.64, 0.7
+    l2 = ls**2
+    k = make_kernel(gaussian_measure([mu, 0.0], [np.sqrt(d2), 1.0]))
+    a, b = 0.9, -0.4
+    x1 = col(torch.tensor([[a, 0.0]]))
+    x2 = col(torch.tensor([[b, 0.0]]))
+    got = k.sobol_integral(x1, x2)[0, 0, 0].item()
+
+    t44 = ls / np.sqrt(2 * d2 + l2) * np.exp(-((a - b) ** 2) / (4 * l2)) * np.exp(-((mu - (a + b) / 2) ** 2) / (2 * d2 + l2))
+
+    def t45(a, b):
+        M = 1 / l2 + 1 / (l2 + d2)
+        c = (mu / (l2 + d2) + a / l2) / M
+        C = a**2 / l2 + mu**2 / (l2 + d2) - c**2 * M
+        return (
+            ls * np.sqrt(l2 + 2 * d2) * np.exp(-C / 2) / ((l2 + d2) * np.sqrt(d2 * M + 1))
+            * np.exp(-((b - mu) ** 2) / (2 * (l2 + d2)))
+            * np.exp(-((c - mu) ** 2) / (2 * (d2 + 1 / M)))
+        )
+
+    t47 = (
+        l2 * (l2 + 2 * d2) * np.sqrt(l2 + d2) / ((l2 + d2) ** 2 * np.sqrt(l2 + 3 * d2))
+        * np.exp(-((a - mu) ** 2 + (b - mu) ** 2) / (2 * (l2 + d2)))
+    )
+    assert got == pytest.approx(t44 - t45(a, b) - t45(b, a) + t47, rel=1e-10)
+
+
+def test_gradients_flow_to_lengthscale():
+    k = make_kernel(measures()["mixture"])
+    x = col(torch.randn(5, 2, generator=torch.Generator().manual_seed(5)))
+    k.forward(x, x).sum().backward()
+    assert torch.isfinite(k.raw_lengthscale.grad).all() and k.raw_lengthscale.grad.abs().sum() > 0
+
+
+def test_zero_variance_feature_is_finite():
+    k = make_kernel(gaussian_measure([1.0, 0.0], [0.0, 1.0]))
+    x = col(torch.tensor([[1.0, 0.2], [1.0, -0.3]]))
+    K = k.forward(x, x)
+    assert torch.isfinite(K).all()
+    torch.testing.assert_close(K[0], torch.zeros(2, 2), atol=1e-14, rtol=0)
+
+
+def test_gmm_measure_fits_bimodal_data():
+    rng = np.random.default_rng(0)
+    data = np.concatenate([rng.normal(-3, 0.5, 500), rng.normal(2, 1.0, 500)])
+    m = gaussian_mixture_measure([data], n_components=2, random_state=0)
+    assert sorted(np.round(m.locations.numpy()[0], 0)) == [-3.0, 2.0]
+
+
+# ---------------------------------------------------------------- categorical
+
+
+def cat_kernel(weights, rank=1):
+    k = ConstrainedCategoricalKernel(weights, rank=rank)
+    k.raw_covar_factor.data = torch.arange(len(weights) * rank, dtype=torch.float64).reshape(len(weights), rank) * 0.3 - 0.4
+    k.initialize(raw_kappa=torch.linspace(-1.0, 1.0, len(weights)))
+    return k
+
+
+@pytest.mark.parametrize("weights", [[0.2, 0.5, 0.3], [0.7, 0.3]])
+def test_categorical_zero_mean_and_psd(weights):
+    k = cat_kernel(weights, rank=1)
+    B = k.constrained_matrix()
+    w = torch.tensor(weights)
+    torch.testing.assert_close(B @ w, torch.zeros(len(weights)), atol=1e-14, rtol=0)
+    assert torch.linalg.eigvalsh(B).min() > -1e-12
+    codes = torch.arange(len(weights), dtype=torch.float64).reshape(1, -1, 1)
+    torch.testing.assert_close(k.forward(codes, codes)[0], B)
+    torch.testing.assert_close(k.forward(codes, codes, diag=True)[0], B.diagonal())
+
+
+def test_categorical_sobol_integral_vs_enumeration():
+    weights = [0.2, 0.5, 0.3]
+    k = cat_kernel(weights, rank=2)
+    B = k.constrained_matrix().detach()
+    a = torch.tensor([0.0, 2.0, 1.0, 2.0]).reshape(1, -1, 1)
+    L = k.sobol_integral(a, a)[0]
+    idx = a.reshape(-1).long()
+    expected = sum(weights[c] * torch.outer(B[c, idx], B[c, idx]) for c in range(3))
+    torch.testing.assert_close(L, expected)
+
+
+@pytest.mark.parametrize("bad", [3.0, -1.0, 0.5, float("nan")])
+def test_categorical_rejects_bad_codes(bad):
+    k = cat_kernel([0.2, 0.5, 0.3])
+    x = torch.tensor([0.0, bad]).reshape(1, -1, 1)
+    with pytest.raises(ValueError, match="level codes"):
+        k.forward(x, x)
+
+
+def test_feature_stack_reorders_groups():
+    gauss = make_kernel(gaussian_measure([0.0, 0.0], [1.0, 1.0]))
+    cat = cat_kernel([0.4, 0.6], rank=0)
+    stack = FeatureStackKernel([gauss, cat], [[0, 2], [1]])
+    x = torch.tensor([[0.1, 1.0, -0.5], [0.7, 0.0, 0.3], [-1.2, 1.0, 0.9]])
+    out = stack.forward(col(x), col(x))
+    torch.testing.assert_close(out[[0, 2]], gauss.forward(col(x[:, [0, 2]]), col(x[:, [0, 2]])))
+    torch.testing.assert_close(out[1], cat.forward(col(x[:, [1]]), col(x[:, [1]]))[0])
+    L = stack.sobol_integral(col(x), col(x))
+    torch.testing.assert_close(L[1], cat.sobol_integral(col(x[:, [1]]), col(x[:, [1]]))[0])
+    with pytest.raises(ValueError, match="partition"):
+        FeatureStackKernel([gauss, cat], [[0, 2], [2]])
