@@ -1,0 +1,89 @@
+"""Data-set registry: shared UCI benchmark sets, scikit-learn's bundled sets, synthetic functions.
+
+>>> from hdgp import data
+>>> ds = data.load("diabetes", split=0)
+>>> ds.X_train.shape[1]
+10
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from ._paths import DATA_DIR_ENV, find_data_dir
+from .synthetic import SYNTHETIC
+from .uci import load_uci, uci_names
+
+__all__ = ["DATA_DIR_ENV", "find_data_dir", "list_datasets", "load"]
+
+_SKLEARN = ("diabetes",)
+_N_RANDOM_SPLITS = 10
+_TEST_FRACTION = 0.1
+
+
+def list_datasets(data_dir=None) -> dict[str, str]:
+    """Map every available data-set name to its source ("uci", "sklearn" or "synthetic")."""
+    out = {name: "sklearn" for name in _SKLEARN}
+    out.update({name: "synthetic" for name in SYNTHETIC})
+    out.update({name: "uci" for name in uci_names(data_dir)})
+    return out
+
+
+def _random_split(X, y, split: int):
+    rng = np.random.default_rng(1000 + split)
+    perm = rng.permutation(len(y))
+    n_test = max(1, int(round(_TEST_FRACTION * len(y))))
+    test, train = perm[:n_test], perm[n_test:]
+    return X[train], y[train], X[test], y[test]
+
+
+def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **generator_kwargs) -> Bunch:
+    """Load a train/test split of a named data set.
+
+    Parameters
+    ----------
+    name : str
+        A UCI set in ``<HDGP_DATA_DIR>/uci`` (fixed splits from the ``test_mask``),
+        ``"diabetes"`` (scikit-learn, 10 seeded 90/10 splits) or a synthetic
+        function from :data:`hdgp.data.synthetic.SYNTHETIC` (seeded by ``split``;
+        ``generator_kwargs`` such as ``n`` or ``d`` go to the generator).
+    split : int, default=0
+    data_dir : path, optional
+        Folder containing ``uci/``; defaults to ``$HDGP_DATA_DIR``.
+    standardize : bool, default=False
+        Z-score X and y with training statistics (the papers' protocol); the
+        Bunch then carries ``y_mean`` and ``y_scale``.
+
+    Returns
+    -------
+    Bunch with ``X_train, y_train, X_test, y_test, feature_names, name, split, n_splits``.
+    """
+    if name in SYNTHETIC:
+        X, y = SYNTHETIC[name](rng=split, **generator_kwargs)
+        X_train, y_train, X_test, y_test = _random_split(X, y, split)
+        n_splits, features = _N_RANDOM_SPLITS, [f"x{i}" for i in range(X.shape[1])]
+    elif name in _SKLEARN:
+        from sklearn import datasets
+
+        raw = getattr(datasets, f"load_{name}")()
+        X_train, y_train, X_test, y_test = _random_split(raw.data, raw.target.astype(float), split)
+        n_splits, features = _N_RANDOM_SPLITS, list(raw.feature_names)
+    else:
+        if name not in uci_names(data_dir) and find_data_dir(data_dir) is not None:
+            raise ValueError(f"Unknown data set {name!r}. Available: {', '.join(list_datasets(data_dir))}.")
+        X_train, y_train, X_test, y_test, n_splits = load_uci(name, split, data_dir)
+        features = [f"x{i}" for i in range(X_train.shape[1])]
+    if not (0 <= split < n_splits):
+        raise ValueError(f"split must be in [0, {n_splits - 1}] for {name!r}, got {split}.")
+    out = Bunch(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test,
+                feature_names=features, name=name, split=split, n_splits=n_splits)
+    if standardize:
+        x_mean, x_std = X_train.mean(0), X_train.std(0)
+        x_std = np.where(x_std > 0, x_std, 1.0)
+        y_mean, y_std = y_train.mean(), y_train.std()
+        y_std = y_std if y_std > 0 else 1.0
+        out.update(X_train=(X_train - x_mean) / x_std, X_test=(X_test - x_mean) / x_std,
+                   y_train=(y_train - y_mean) / y_std, y_test=(y_test - y_mean) / y_std,
+                   y_mean=y_mean, y_scale=y_std)
+    return out

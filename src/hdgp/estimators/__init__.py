@@ -1,0 +1,6 @@
+"""scikit-learn estimators. Importing this package registers every family's presets."""
+
+from ._base import BaseGPRegressor
+from .gp import GPRegressor
+
+__all__ = ["BaseGPRegressor", "GPRegressor"]

@@ -1,0 +1,35 @@
+"""Warnings and errors raised by hdgp.
+
+All hdgp warnings derive from :class:`HDGPWarning` so users can filter them in
+one line (``warnings.simplefilter("ignore", hdgp.exceptions.HDGPWarning)``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "HDGPWarning",
+    "NumericalWarning",
+    "ConvergenceWarning",
+    "CostWarning",
+    "NotPositiveDefiniteError",
+]
+
+
+class HDGPWarning(UserWarning):
+    """Base class of every warning emitted by hdgp."""
+
+
+class NumericalWarning(HDGPWarning):
+    """Numerical trouble that was handled, e.g. jitter added to a kernel matrix."""
+
+
+class ConvergenceWarning(HDGPWarning):
+    """An optimiser or iterative solver stopped before meeting its tolerance."""
+
+
+class CostWarning(HDGPWarning):
+    """The requested computation will be slow or memory-hungry."""
+
+
+class NotPositiveDefiniteError(ValueError):
+    """A kernel matrix stayed non positive-definite after maximal jitter."""

@@ -1,0 +1,73 @@
+"""Registry of named model presets (the model names used in the papers' tables).
+
+Each model family registers its presets when its estimator module is imported;
+:func:`preset` builds a fresh, unfitted estimator from a name. The benchmark
+harness and the CLI build models only through this registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["register_preset", "preset", "presets"]
+
+
+@dataclass(frozen=True)
+class _Preset:
+    name: str
+    factory: Callable
+    description: str
+
+
+_REGISTRY: dict[str, _Preset] = {}
+
+
+def register_preset(name: str, factory: Callable, description: str) -> None:
+    """Register ``factory(**overrides) -> estimator`` under ``name``.
+
+    Raises
+    ------
+    ValueError
+        If another preset with the same name (case-insensitive) exists.
+    """
+    key = name.lower()
+    if key in _REGISTRY and _REGISTRY[key].factory is not factory:
+        raise ValueError(f"A preset named {name!r} is already registered.")
+    _REGISTRY[key] = _Preset(name, factory, description)
+
+
+def _ensure_loaded() -> None:
+    from . import estimators  # noqa: F401  (importing registers every family's presets)
+
+
+def preset(name: str, **overrides):
+    """Return a new unfitted estimator for the model called ``name``.
+
+    Parameters
+    ----------
+    name : str
+        A model name from :func:`presets` (case-insensitive), e.g. ``"RBF-ARD"``.
+    **overrides
+        Estimator parameters to change (e.g. ``random_state=0``).
+
+    Examples
+    --------
+    >>> import hdgp
+    >>> hdgp.preset("RBF-ARD", random_state=0)
+    GPRegressor(random_state=0)
+    """
+    _ensure_loaded()
+    try:
+        entry = _REGISTRY[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"Unknown preset {name!r}. Available presets: {', '.join(sorted(p.name for p in _REGISTRY.values()))}."
+        ) from None
+    return entry.factory(**overrides)
+
+
+def presets() -> dict[str, str]:
+    """Map every registered preset name to its one-line description."""
+    _ensure_loaded()
+    return {p.name: p.description for p in sorted(_REGISTRY.values(), key=lambda p: p.name.lower())}
