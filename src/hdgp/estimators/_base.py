@@ -18,14 +18,19 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..inference.exact import ExactGPModel
+from ..inference import ENGINES
 from ..priors import smoothed_box_noise_prior
 from ..training import fit_hyperparameters
 
-__all__ = ["BaseGPRegressor", "COMMON_PARAMS", "resolve_dtype", "resolve_device"]
+__all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "resolve_dtype", "resolve_device"]
+
+#: ``inference="auto"`` uses exact inference up to this many training rows.
+AUTO_EXACT_MAX_N = 5000
 
 #: Constructor parameters shared by every :class:`BaseGPRegressor` subclass and their defaults.
 COMMON_PARAMS = dict(
+    inference="auto",
+    n_inducing=512,
     noise_lower_bound=1e-4,
     noise_prior=None,
     optimizer="lbfgs",
@@ -66,6 +71,12 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
 
     Common parameters
     -----------------
+    inference : {"auto", "exact", ...}, default="auto"
+        Inference engine from :data:`hdgp.inference.ENGINES`. ``"auto"`` picks exact
+        inference up to :data:`AUTO_EXACT_MAX_N` training rows and the sparse (SGPR)
+        engine beyond, when it is available. The choice is stored in ``inference_``.
+    n_inducing : int, default=512
+        Number of inducing points for sparse/variational engines.
     noise_lower_bound : float, default=1e-4
         Lower bound on the noise variance of the *standardised* target.
     noise_prior : None, "smoothed-box" or gpytorch.priors.Prior
@@ -88,7 +99,9 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
 
     Attributes
     ----------
-    model_ : hdgp.inference.ExactGPModel
+    inference_ : str
+        Inference engine that was used.
+    model_ : hdgp.inference.ExactGPModel (or the engine's model class)
         Fitted model (kernel, constant mean, noise).
     kernel_ : gpytorch.kernels.Kernel
         Fitted kernel (``model_.kernel``).
@@ -141,8 +154,26 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"noise_prior must be None, 'smoothed-box' or a gpytorch Prior, got {self.noise_prior!r}."
             )
+        if self.inference != "auto" and self.inference not in ENGINES:
+            raise ValueError(f"inference must be 'auto' or one of {sorted(ENGINES)}, got {self.inference!r}.")
+        if not isinstance(self.n_inducing, numbers.Integral) or self.n_inducing < 1:
+            raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
+
+    def _resolve_inference(self, n: int) -> str:
+        """The engine name used for ``n`` training rows (see ``inference``)."""
+        if self.inference != "auto":
+            return self.inference
+        return "sparse" if n > AUTO_EXACT_MAX_N and "sparse" in ENGINES else "exact"
+
+    def _make_model(self, kernel: Kernel, X: torch.Tensor):
+        """Build the inference model named by ``inference_`` around ``kernel``."""
+        engine = ENGINES[self.inference_]
+        kwargs = dict(noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
+        if getattr(engine, "uses_inducing_points", False):
+            kwargs.update(n_inducing=self.n_inducing, random_state=self._fit_seed_, X=X)
+        return engine(kernel, **kwargs)
 
     def _validate_params_extra(self) -> None:
         """Subclasses check their own constructor arguments here (called in ``fit``)."""
@@ -182,9 +213,9 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         yt = self._to_tensor((y - self.y_mean_) / self.y_scale_)
         rng = check_random_state(self.random_state)
         self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
+        self.inference_ = self._resolve_inference(Xt.shape[0])
         kernel = self._make_kernel(Xt)
-        model = ExactGPModel(kernel, noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
-        model = model.to(**self._torch_kwargs)
+        model = self._make_model(kernel, Xt).to(**self._torch_kwargs)
         model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
         self.fit_result_ = fit_hyperparameters(
             model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,

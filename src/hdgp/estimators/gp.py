@@ -13,7 +13,7 @@ from gpytorch.kernels import Kernel, LinearKernel, RBFKernel, ScaleKernel
 
 from ..kernels import AdditiveRBFKernel, IMQKernel
 from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor
+from ._base import BaseGPRegressor
 
 __all__ = ["GPRegressor", "KERNELS"]
 
@@ -59,7 +59,7 @@ class GPRegressor(BaseGPRegressor):
         ``"imq-ard"`` (σ² (1 + ‖(x−x')/ℓ‖²)^(−½)), ``"gam"`` (σ² Σ_i exp(−(x_i−x'_i)²/2ℓ_i²)),
         ``"linear"`` (v·xᵀx', Bayesian linear regression), or any GPyTorch kernel
         on the standardised inputs (copied into ``kernel_``, never modified).
-    noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
+    inference, n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Examples
@@ -77,10 +77,12 @@ class GPRegressor(BaseGPRegressor):
     Delbridge, Bindel & Wilson (2020), Table 2 (RBF-ARD, IMQ-ARD, GAM baselines).
     """
 
-    def __init__(self, kernel="rbf-ard", *, noise_lower_bound=COMMON_PARAMS["noise_lower_bound"],
+    def __init__(self, kernel="rbf-ard", *, inference="auto", n_inducing=512, noise_lower_bound=1e-4,
                  noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0,
                  random_state=None, device=None, dtype="float64", verbose=False):
         self.kernel = kernel
+        self.inference = inference
+        self.n_inducing = n_inducing
         self.noise_lower_bound = noise_lower_bound
         self.noise_prior = noise_prior
         self.optimizer = optimizer

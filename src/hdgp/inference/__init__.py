@@ -1,5 +1,16 @@
-"""Inference engines: exact Cholesky (more arrive with SKI, SGPR and SVGP)."""
+"""Inference engines, by name.
+
+Each engine is a ``gpytorch.Module`` built as ``Engine(kernel, noise_lower_bound=...,
+noise_prior=...)`` (plus ``n_inducing``, ``random_state`` and ``X`` when its class
+attribute ``uses_inducing_points`` is true) with the methods
+``neg_log_marginal_likelihood(X, y)`` (or the engine's training objective, e.g. a
+bound) and ``posterior(X, y)`` returning an object with ``predict(Xs, latent=...,
+full_cov=...)``. Estimators pick one through their ``inference`` parameter.
+"""
 
 from .exact import ExactGPModel, ExactPosterior
 
-__all__ = ["ExactGPModel", "ExactPosterior"]
+#: Engine name → model class. Sparse/variational engines register here too.
+ENGINES = {"exact": ExactGPModel}
+
+__all__ = ["ENGINES", "ExactGPModel", "ExactPosterior"]
