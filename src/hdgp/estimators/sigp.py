@@ -43,7 +43,7 @@ _RESPONSE_RIDGE = 1e-3
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
     "lengthscale": (0.25, 0.5, 1.0, 2.0),  # times sqrt(number of features)
-    "eta": (1e-4, 1e-2),
+    "eta": (1e-5, 1e-3, 1e-1),
     "mean_penalty": (0.1, 1.0, 10.0),
     "y_bandwidth": (0.25, 1.0),
 }
@@ -182,7 +182,7 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         RBF length-scale on standardised inputs (``"auto"``: CV over
         :math:`\sqrt p\times(0.25, 0.5, 1, 2)`).
     eta : float, list or "auto", default="auto"
-        Relative regulariser :math:`\eta` of eq. (6) (``"auto"``: 1e-4, 1e-2).
+        Relative regulariser :math:`\eta` of eq. (6) (``"auto"``: 1e-5, 1e-3, 1e-1).
     mean_penalty : float, list or "auto", default="auto"
         :math:`\lambda` of eq. (14) on the standardised scale (``"auto"``: 0.1, 1, 10).
     y_bandwidth : float, list or "auto", default="auto"
@@ -195,9 +195,9 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         Relative trace tolerance of the pivoted-Cholesky kernel factor.
     max_kernel_rank : int or None, default=1000
         Cap on the rank of the kernel factor (memory :math:`O(n \cdot` cap)).
-    max_iter : int, default=1000
+    max_iter : int, default=2000
         EM iterations.
-    tol : float, default=1e-7
+    tol : float, default=1e-6
         EM stops when the penalised log-likelihood gains less than ``tol * n``.
     random_state : int or None
         Seed of the CV fold shuffling.
@@ -243,8 +243,8 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         cv=5,
         kernel_tol=1e-6,
         max_kernel_rank=1000,
-        max_iter=1000,
-        tol=1e-7,
+        max_iter=2000,
+        tol=1e-6,
         random_state=None,
     ):
         self.rank = rank
@@ -362,8 +362,8 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         cv=5,
         kernel_tol=1e-6,
         max_kernel_rank=1000,
-        max_iter=1000,
-        tol=1e-7,
+        max_iter=2000,
+        tol=1e-6,
         random_state=None,
     ):
         self.rank = rank

@@ -1,0 +1,153 @@
+"""SIGPRegressor / SIGPClassifier: prediction formulas, CV, bad inputs, p >> n."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+import hdgp
+from hdgp.estimators import SIGPClassifier, SIGPRegressor
+from hdgp.sigp.lowrank import rbf_kernel
+
+FIXED = dict(rank=3, lengthscale=1.5, eta=1e-4, mean_penalty=1.0)
+
+
+def _regression(n=100, p=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, p))
+    y = 3.0 + 2.0 * np.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+def test_predictive_mean_and_variance_match_dense_gp_formulas():
+    """Sec. 5: mean mu + M G^-1 r and diag(M_tt + s2 I - M_tX G^-1 M_Xt), with dense G."""
+    X, y = _regression()
+    model = SIGPRegressor(y_bandwidth=0.5, kernel_tol=1e-13, **FIXED).fit(X, y)
+    X_new = np.random.default_rng(1).normal(size=(15, 3))
+    mean, std = model.predict(X_new, return_std=True)
+    # dense reference in standardised units, exact kernel K(X_t, X) W
+    m = model.model_
+    fit = m.fits[0]
+    Xs = m.X_train
+    Xt = model._standardise(X_new, fit=False)
+    W = m.factor.U @ m.coef
+    P = rbf_kernel(Xs, Xs, m.factor.lengthscale) @ W
+    Pt = rbf_kernel(Xt, Xs, m.factor.lengthscale) @ W
+    n = len(y)
+    G = P @ fit.sigma_beta @ P.T + fit.noise * torch.eye(n, dtype=P.dtype)
+    ys = torch.as_tensor((y - model.y_mean_) / model.y_scale_)
+    r = ys - fit.theta[0] - Xs @ fit.theta[1:]
+    M_tX = Pt @ fit.sigma_beta @ P.T
+    mean_ref = fit.theta[0] + Xt @ fit.theta[1:] + M_tX @ torch.linalg.solve(G, r)
+    var_ref = (
+        torch.diagonal(Pt @ fit.sigma_beta @ Pt.T)
+        + fit.noise
+        - torch.diagonal(M_tX @ torch.linalg.solve(G, M_tX.T))
+    )
+    np.testing.assert_allclose(mean, mean_ref.numpy() * model.y_scale_ + model.y_mean_, rtol=1e-7, atol=1e-7)
+    np.testing.assert_allclose(std, np.sqrt(var_ref.numpy()) * model.y_scale_, rtol=1e-6)
+
+
+def test_fits_nonlinear_function_and_random_part_carries_signal():
+    X, y = _regression(n=200)
+    model = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X[:150], y[:150])
+    assert model.score(X[150:], y[150:]) > 0.85
+    fit = model.model_.fits[0]
+    P = model.model_.projected(model.model_.X_train)
+    assert float((P @ fit.beta).var()) > 0.2  # standardised units: beta explains the sine
+    mean, std = model.predict(X[150:], return_std=True)
+    z = (y[150:] - mean) / std
+    assert 0.5 < np.std(z) < 2.0  # calibrated predictive spread
+
+
+@pytest.mark.parametrize("subspace", ["kernel", "slicing"])
+def test_cross_validation_chooses_from_grid(subspace):
+    X, y = _regression(n=80)
+    model = SIGPRegressor(
+        rank=[1, 3], lengthscale=[0.5, 2.0], eta=1e-3, mean_penalty=1.0,
+        subspace=subspace, cv=3, random_state=0,
+    ).fit(X, y)
+    assert model.best_params_["rank"] in (1, 3)
+    assert model.best_params_["lengthscale"] in (0.5, 2.0)
+    assert len(model.cv_scores_) == 4 * (2 if subspace == "kernel" else 1)
+    assert max(model.cv_scores_.values()) == pytest.approx(
+        model.cv_scores_[tuple(sorted(model.best_params_.items()))]
+    )
+    again = SIGPRegressor(**model.get_params()).fit(X, y)
+    assert again.best_params_ == model.best_params_
+
+
+def test_p_much_larger_than_n_never_forms_p_by_p():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 5000))
+    y = np.where(X[:, :50].sum(1) > 0, 1, -1)
+    clf = SIGPClassifier(rank=1, lengthscale=100.0, eta=1e-3, mean_penalty=1.0).fit(X, y)
+    assert clf.model_.mean_basis.shape[0] == 5000 and clf.model_.mean_basis.shape[1] <= 40
+    assert clf.score(X, y) > 0.9
+
+
+def test_constant_features_are_dropped():
+    X, y = _regression()
+    X = np.hstack([X, np.full((len(y), 1), 7.0)])
+    model = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X, y)
+    assert model.feature_mask_.tolist() == [True, True, True, False]
+    assert np.isfinite(model.predict(X)).all()
+
+
+@pytest.mark.parametrize(
+    "kwargs, X_y, match",
+    [
+        (dict(rank=100), "reg", "rank"),
+        (dict(rank=0), "reg", "rank"),
+        (dict(rank=-2), "reg", "rank"),
+        (dict(rank=1.5), "reg", "rank"),
+        (dict(rank=2, subspace="slicing", n_slices=10), "few", "distinct values"),
+        (dict(rank=2, subspace="pca"), "reg", "subspace"),
+        (dict(rank=2, mean="kernel"), "reg", "mean"),
+        (dict(rank=2, lengthscale=-1.0), "reg", "lengthscale"),
+        (dict(rank=2, eta="big"), "reg", "eta"),
+        (dict(rank=2), "constant_X", "constant"),
+        (dict(rank=2), "constant_y", "constant"),
+    ],
+)
+def test_regressor_bad_inputs(kwargs, X_y, match):
+    X, y = _regression()
+    if X_y == "few":
+        y = np.round(y) % 3
+    elif X_y == "constant_X":
+        X = np.ones_like(X)
+    elif X_y == "constant_y":
+        y = np.full_like(y, 2.0)
+    with pytest.raises(ValueError, match=match):
+        SIGPRegressor(**kwargs).fit(X, y)
+
+
+def test_classifier_single_class_and_nan():
+    X, _ = _regression(n=30)
+    with pytest.raises(ValueError, match="1 class"):
+        SIGPClassifier(**FIXED).fit(X, np.zeros(30))
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError):
+        SIGPClassifier(**FIXED).fit(X, np.arange(30) % 2)
+
+
+def test_multiclass_probabilities_calibrated_link_and_pickle():
+    rng = np.random.default_rng(0)
+    centers = np.array([[0, 0], [3, 0], [0, 3], [3, 3]])
+    X = np.vstack([c + 0.6 * rng.normal(size=(40, 2)) for c in centers])
+    y = np.repeat(["a", "b", "c", "d"], 40)
+    clf = SIGPClassifier(**FIXED).fit(X, y)
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], clf.predict(X))
+    assert clf.score(X, y) > 0.9 and clf.temperature_ > 0
+    # calibration on the training data: mean confidence close to accuracy
+    assert abs(proba.max(1).mean() - clf.score(X, y)) < 0.1
+    clone = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_allclose(clone.predict_proba(X), proba)
+
+
+def test_presets_registered():
+    assert isinstance(hdgp.preset("SIGP", rank=2), SIGPRegressor)
+    assert isinstance(hdgp.preset("SIGP-classifier"), SIGPClassifier)
