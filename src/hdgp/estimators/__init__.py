@@ -1,7 +1,9 @@
 """scikit-learn estimators. Importing this package registers every family's presets."""
 
 from ._base import BaseGPRegressor
+from .additive import AdditiveGPRegressor
 from .gp import GPRegressor
+from .oak import OAKRegressor
 from .sigp import SIGPClassifier, SIGPRegressor
 
-__all__ = ["BaseGPRegressor", "GPRegressor", "SIGPClassifier", "SIGPRegressor"]
+__all__ = ["AdditiveGPRegressor", "BaseGPRegressor", "OAKRegressor", "GPRegressor", "SIGPClassifier", "SIGPRegressor"]

@@ -1,0 +1,96 @@
+"""OAKRegressor: FANOVA recovery, components, DataFrames with categoricals, bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import hdgp
+from hdgp.estimators.oak import OAKRegressor
+
+
+def fanova_data(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = X[:, 0] ** 2 + 2 * X[:, 1] + X[:, 0] * X[:, 1] + 0.1 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = fanova_data()
+    return OAKRegressor(max_order=2, random_state=0).fit(X, y), X, y
+
+
+def test_recovers_true_fanova_shares(fitted):
+    est, _, _ = fitted
+    # x ~ N(0, I): Var(x0² - 1) = 2, Var(2 x1) = 4, Var(x0 x1) = 1; total 7
+    truth = {("x0",): 2 / 7, ("x1",): 4 / 7, ("x0", "x1"): 1 / 7}
+    for term, share in truth.items():
+        assert est.sobol_indices_[term] == pytest.approx(share, abs=0.05)
+    assert sum(est.sobol_indices_.values()) == pytest.approx(1.0)
+    assert set(est.components_) == {(0,), (1,), (0, 1)}
+    assert est.sobol_order_.sum() == pytest.approx(1.0)
+
+
+def test_components_add_up_to_prediction(fitted):
+    est, X, _ = fitted
+    Xs = X[:10] + 0.1
+    terms = [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2)]
+    total = est.predict_truncated(Xs, terms=terms)
+    np.testing.assert_allclose(total, est.predict(Xs), rtol=1e-8, atol=1e-8)
+    mean, std = est.predict_component(Xs, ("x0", "x1"), return_std=True)
+    assert mean.shape == std.shape == (10,) and (std >= 0).all()
+    curve = est.truncation_curve(X[:50], X[:50, 0] ** 2 + 2 * X[:50, 1] + X[:50, 0] * X[:50, 1], max_terms=4)
+    assert curve["rmse"][2] < curve["rmse"][0]
+    assert np.all(np.diff(curve["cumulative_sobol"]) >= 0)
+
+
+def test_dataframe_with_categorical_and_binary_columns():
+    rng = np.random.default_rng(1)
+    n = 150
+    df = pd.DataFrame({
+        "age": rng.normal(40, 10, n),
+        "city": pd.Categorical(rng.choice(["paris", "rome", "oslo"], n)),
+        "member": rng.integers(0, 2, n),
+        "const": np.ones(n),
+    })
+    effect = df["city"].map({"paris": 1.0, "rome": -1.0, "oslo": 0.0}).to_numpy()
+    y = 0.05 * df["age"].to_numpy() + effect + 0.8 * df["member"].to_numpy() + 0.05 * rng.normal(size=n)
+    est = OAKRegressor(max_order=2, random_state=0).fit(df, y)
+    assert est.categorical_features_ == [1] and est.binary_features_ == [2]
+    assert set(est.sobol_indices_) >= {("age",), ("city",), ("member",)}
+    top = {t for t, _ in list(est.sobol_indices_.items())[:3]}
+    assert top == {("age",), ("city",), ("member",)}
+    pred = est.predict(df.iloc[:5])
+    assert np.isfinite(pred).all()
+    bad = df.iloc[:2].copy()
+    bad["city"] = pd.Categorical(["london", "rome"])
+    with pytest.raises(ValueError, match="not seen during fit"):
+        est.predict(bad)
+
+
+def test_numeric_unknown_level_and_bad_declarations():
+    rng = np.random.default_rng(2)
+    X = np.column_stack([rng.normal(size=40), rng.integers(0, 3, 40)])
+    y = X[:, 0] + X[:, 1]
+    est = OAKRegressor(max_order=1, categorical_features=[1], random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="not seen during fit"):
+        est.predict(np.array([[0.0, 7.0]]))
+    with pytest.raises(ValueError, match="non-integer"):
+        OAKRegressor(categorical_features=[0]).fit(X, y)
+    with pytest.raises(ValueError, match="max_order"):
+        OAKRegressor(max_order=3).fit(X, y)
+    with pytest.raises(ValueError, match="measure"):
+        OAKRegressor(measure="uniform").fit(X, y)
+
+
+@pytest.mark.parametrize("measure", ["empirical", "gmm"])
+def test_other_measures_fit(measure):
+    X, y = fanova_data(n=120, seed=3)
+    est = OAKRegressor(max_order=2, measure=measure, flow=False, random_state=0).fit(X, y)
+    assert est.sobol_indices_[("x1",)] == max(est.sobol_indices_.values())
+    assert np.isfinite(est.predict(X[:5])).all()
+
+
+def test_preset():
+    assert isinstance(hdgp.preset("OAK", max_order=2), OAKRegressor)
