@@ -117,6 +117,8 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         :math:`\log p(y \mid X, \hat\theta)` of the standardised target at the optimum.
     fit_result_ : hdgp.training.FitResult
         Optimiser diagnostics.
+    n_iter_ : int
+        Objective evaluations used by the optimiser (all restarts).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` was a DataFrame with string column names.
@@ -221,6 +223,7 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
             model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
             n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
         )
+        self.n_iter_ = self.fit_result_.n_evaluations
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)

@@ -1,4 +1,4 @@
-"""Exact (Cholesky) Gaussian-process inference with a Gaussian likelihood.
+r"""Exact (Cholesky) Gaussian-process inference with a Gaussian likelihood.
 
 The model is :math:`y = c + f(x) + \varepsilon`, :math:`f \sim GP(0, k)`,
 :math:`\varepsilon \sim N(0, \sigma_n^2)` (Rasmussen & Williams 2006, ch. 2).

@@ -1,0 +1,66 @@
+"""Data registry: built-in, synthetic and shared UCI sets."""
+
+import numpy as np
+import pytest
+
+import hdgp
+from hdgp import data
+
+
+def test_diabetes_is_builtin_with_disjoint_seeded_splits():
+    a, b = data.load("diabetes", split=0), data.load("diabetes", split=1)
+    assert a.X_train.shape[1] == 10 and len(a.y_train) + len(a.y_test) == 442
+    assert not np.array_equal(a.y_test, b.y_test)
+    np.testing.assert_array_equal(a.y_test, data.load("diabetes", split=0).y_test)
+
+
+def test_standardize_uses_training_statistics():
+    ds = data.load("diabetes", split=2, standardize=True)
+    np.testing.assert_allclose(ds.X_train.mean(0), 0, atol=1e-12)
+    assert ds.y_train.std() == pytest.approx(1.0)
+    assert abs(ds.y_test.mean()) > 1e-6  # test set is not re-centred on itself
+
+
+def test_bach_function_depends_only_on_first_four_inputs():
+    X, y = data.synthetic.bach(n=300, noise=0.0, rng=0)
+    expected = sum(X[:, i] * X[:, j] for i in range(4) for j in range(i + 1, 4))
+    np.testing.assert_allclose(y, expected)
+    assert abs(np.corrcoef(X[:, 0], X[:, 1])[0, 1] - 0.5) < 0.15
+
+
+def test_synthetic_generators_are_registered_and_seeded():
+    for name in data.synthetic.SYNTHETIC:
+        ds1 = data.load(name, split=3, n=60) if name != "sin-sum" else data.load(name, split=3, n=60, d=5)
+        ds2 = data.load(name, split=3, n=60) if name != "sin-sum" else data.load(name, split=3, n=60, d=5)
+        np.testing.assert_array_equal(ds1.y_train, ds2.y_train)
+        assert np.all(np.isfinite(ds1.X_train))
+
+
+def test_missing_data_dir_error_names_the_variable(monkeypatch, tmp_path):
+    monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
+    with pytest.raises(FileNotFoundError, match="HDGP_DATA_DIR"):
+        data.load("housing")
+    with pytest.raises(FileNotFoundError, match="HDGP_DATA_DIR"):
+        data.load("housing", data_dir=tmp_path / "nope")
+
+
+def test_uci_layout_and_fixed_splits(data_dir):
+    ds = data.load("housing", split=0)
+    assert ds.n_splits == 10 and ds.X_train.shape[1] == 13
+    assert len(ds.y_train) + len(ds.y_test) == 506
+    assert "housing" in data.list_datasets()
+    with pytest.raises(ValueError, match="split must be"):
+        data.load("housing", split=10)
+    with pytest.raises(ValueError, match="Unknown data set"):
+        data.load("no-such-set")
+
+
+@pytest.mark.data
+def test_rbf_ard_matches_paper_on_housing_ten_splits(data_dir):
+    """Delbridge et al. (2020) Table 1: RBF-ARD test RMSE 0.31 ± 0.11 on housing (standardised)."""
+    rmses = []
+    for split in range(10):
+        ds = data.load("housing", split=split, standardize=True)
+        est = hdgp.preset("RBF-ARD", random_state=split).fit(ds.X_train, ds.y_train)
+        rmses.append(hdgp.metrics.rmse(ds.y_test, est.predict(ds.X_test)))
+    assert np.mean(rmses) <= 0.31
