@@ -27,7 +27,8 @@ def _normalised_mc_errors(k_limit, var_phi, base_kernel, J, n_seeds=40, d=4):
     for s in range(n_seeds):
         k = ProjectedAdditiveKernel(random_directions(d, (1,) * J, random_state=s), ard=True, base_kernel=base_kernel)
         k.input_lengthscale = torch.ones(d, dtype=DT)
-        K = k(X1, X2).to_dense().detach()
+        with torch.no_grad():
+            K = k(X1, X2).to_dense()
         z.append((K - k_limit(r2)) / torch.sqrt(var_phi(r2) / J))
     return torch.stack(z)
 
@@ -51,7 +52,8 @@ def test_corollary2_cosine_average_tends_to_rbf():
     cos.period_length = math.pi  # gpytorch: cos(pi |x - x'| / p)
     cos.raw_period_length.requires_grad_(False)
     z = _normalised_mc_errors(
-        lambda r2: torch.exp(-r2 / 2), lambda r2: (1 + torch.exp(-2 * r2)) / 2 - torch.exp(-r2), cos, 400
+        lambda r2: torch.exp(-r2 / 2), lambda r2: (1 + torch.exp(-2 * r2)) / 2 - torch.exp(-r2), cos, 100,
+        n_seeds=25,
     )
     assert 0.75 < z.pow(2).mean().sqrt().item() < 1.25
     assert abs(z.mean().item()) < 0.2

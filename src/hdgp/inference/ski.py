@@ -38,7 +38,13 @@ from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import ScaleKernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import ConstantMean
-from linear_operator.operators import DiagLinearOperator, LinearOperator
+from linear_operator.operators import (
+    AddedDiagLinearOperator,
+    DiagLinearOperator,
+    LinearOperator,
+    LowRankRootAddedDiagLinearOperator,
+    LowRankRootLinearOperator,
+)
 
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 
@@ -101,15 +107,20 @@ def _interp_t(index, weight, rhs, n_grid):
     return U.view(J, n_grid, -1)
 
 
-def _interp(index, weight, V):
-    """:math:`\\sum_j W_j V_j`: (J, n, 4) x (J, n_grid, t) -> (n, t)."""
+def _interp_each(index, weight, V):
+    """:math:`W_j V_j` for every grid: (J, n, 4) x (J, n_grid, t) -> (J, n, t)."""
     J, n_grid, t = V.shape
     flat = index + n_grid * torch.arange(J, device=index.device)[:, None, None]
     Vf = V.reshape(J * n_grid, t)
     out = 0.0
     for k in range(4):
-        out = out + (weight[..., k, None] * Vf[flat[..., k]]).sum(0)
+        out = out + weight[..., k, None] * Vf[flat[..., k]]
     return out
+
+
+def _interp(index, weight, V):
+    """:math:`\\sum_j W_j V_j`: (J, n, 4) x (J, n_grid, t) -> (n, t)."""
+    return _interp_each(index, weight, V).sum(0)
 
 
 def _grid_columns(h: torch.Tensor, m: int) -> torch.Tensor:
@@ -160,6 +171,75 @@ class ProjectedSKIOperator(LinearOperator):
         raise ValueError("ProjectedSKIOperator does not support batch shapes.")
 
 
+def _dct_basis(m: int, r: int, like: torch.Tensor) -> torch.Tensor:
+    """First ``r`` orthonormal DCT-II vectors on ``m`` points, (m, r): smooth, near-top eigenvectors of a
+    stationary Toeplitz matrix."""
+    a = torch.arange(m, dtype=like.dtype, device=like.device)[:, None]
+    i = torch.arange(r, dtype=like.dtype, device=like.device)[None, :]
+    E = torch.cos(math.pi * i * (a + 0.5) / m) * math.sqrt(2.0 / m)
+    E[:, 0] = 1.0 / math.sqrt(m)
+    return E
+
+
+def _nystrom_grid_root(col: torch.Tensor, E: torch.Tensor, jitter: float = 1e-8):
+    """Nyström root of every grid covariance from a fixed basis ``E`` (m, r) or (J, m, r).
+
+    With :math:`L_j L_j^\\top = E_j^\\top T_j E_j` and :math:`B_j = E_j L_j^{-\\top}`, the root
+    :math:`G_j = T_j B_j` satisfies :math:`G_j G_j^\\top = T_j E_j (E_j^\\top T_j E_j)^{-1} E_j^\\top T_j
+    \\preceq T_j`; both are differentiable in ``col``.
+
+    Returns
+    -------
+    G, B : torch.Tensor of shape (J, m, r)
+    """
+    E = E.expand(col.shape[0], *E.shape[-2:])
+    TE = _toeplitz_matmul(col, E)
+    C = E.transpose(-1, -2) @ TE
+    C = C + jitter * C.diagonal(dim1=-2, dim2=-1).amax(-1)[:, None, None] * torch.eye(C.shape[-1]).to(C)
+    L = torch.linalg.cholesky(C)
+    G = torch.linalg.solve_triangular(L, TE.transpose(-1, -2), upper=False).transpose(-1, -2)
+    B = torch.linalg.solve_triangular(L, E.transpose(-1, -2), upper=False).transpose(-1, -2)
+    return G, B
+
+
+def _features(op: "ProjectedSKIOperator", G: torch.Tensor) -> torch.Tensor:
+    """:math:`\\Phi = [\\sqrt{c_j} W_j G_j]_j`, (n, J r), so that :math:`\\Phi\\Phi^\\top \\preceq K^{\\mathrm{SKI}}`."""
+    F = _interp_each(op.index, op.weight, G * op.coef.clamp_min(0).sqrt()[:, None, None])  # (J, n, r)
+    return F.permute(1, 0, 2).reshape(F.shape[1], -1)
+
+
+class _LowRankPlusNoise(LowRankRootAddedDiagLinearOperator):
+    """:math:`\\Phi\\Phi^\\top + \\sigma^2 I` whose samples are drawn directly as :math:`\\Phi g_1 + \\sigma g_2`."""
+
+    def zero_mean_mvn_samples(self, num_samples: int) -> torch.Tensor:
+        root = self._linear_op.root.to_dense()
+        noise = self._diag_tensor.diagonal()
+        g1 = torch.randn(root.shape[-1], num_samples, dtype=root.dtype, device=root.device)
+        g2 = torch.randn(root.shape[-2], num_samples, dtype=root.dtype, device=root.device)
+        return (root @ g1 + noise.sqrt()[:, None] * g2).T
+
+
+def _woodbury_preconditioner(Phi: torch.Tensor, noise: torch.Tensor):
+    """Preconditioner :math:`P = \\Phi\\Phi^\\top + \\sigma^2 I` for ``AddedDiagLinearOperator``.
+
+    Returns the ``(solve, P, log|P|)`` triple linear_operator expects; :math:`P^{-1}`
+    by Woodbury, :math:`\\log|P| = (n - k)\\log\\sigma^2 + \\log|\\sigma^2 I_k + \\Phi^\\top\\Phi|`
+    (differentiable, so linear_operator's control variate for the log-det
+    gradient applies).
+    """
+    n, k = Phi.shape
+    cap = noise * torch.eye(k, dtype=Phi.dtype, device=Phi.device) + Phi.T @ Phi
+    L = torch.linalg.cholesky(cap)
+    logdet = (n - k) * torch.log(noise) + 2 * L.diagonal().log().sum()
+    Phi_d, L_d, noise_d = Phi.detach(), L.detach(), noise.detach()
+
+    def solve(rhs):
+        return (rhs - Phi_d @ torch.cholesky_solve(Phi_d.T @ rhs, L_d)) / noise_d
+
+    P = _LowRankPlusNoise(LowRankRootLinearOperator(Phi), DiagLinearOperator(noise.expand(n)))
+    return lambda _op: (solve, P, logdet)
+
+
 def _split_kernel(kernel):
     if not (isinstance(kernel, ScaleKernel) and isinstance(kernel.base_kernel, ProjectedAdditiveKernel)):
         raise ValueError("SKI inference needs ScaleKernel(ProjectedAdditiveKernel(...)) as the kernel.")
@@ -192,13 +272,18 @@ class SKIProjectedGPModel(torch.nn.Module):
         Seed of the probe vectors; they are redrawn identically at every call
         (without touching the global random state), so the objective is a
         deterministic function of the hyperparameters, as L-BFGS needs.
+    preconditioner_rank : int, default=16
+        Rank per projection of the Nyström preconditioner
+        :math:`P = \\Phi\\Phi^\\top + \\sigma^2 I` (low-frequency DCT basis on
+        every grid); 0 disables preconditioning.
     max_cg_iterations : int, default=1000
-    cg_tolerance : float, default=1e-4
+    cg_tolerance : float, default=1e-3
         Relative residual tolerance of conjugate gradients during training.
     """
 
     def __init__(self, kernel, *, grid_size: int = 512, noise_lower_bound: float = 1e-4, noise_prior=None,
-                 num_probes: int = 10, probe_seed: int = 0, max_cg_iterations: int = 1000, cg_tolerance: float = 1e-4):
+                 num_probes: int = 10, probe_seed: int = 0, preconditioner_rank: int = 16,
+                 max_cg_iterations: int = 1000, cg_tolerance: float = 1e-3):
         super().__init__()
         _split_kernel(kernel)
         if int(grid_size) < 16:
@@ -207,6 +292,7 @@ class SKIProjectedGPModel(torch.nn.Module):
         self.grid_size = int(grid_size)
         self.num_probes = int(num_probes)
         self.probe_seed = int(probe_seed)
+        self.preconditioner_rank = min(int(preconditioner_rank), self.grid_size)
         self.max_cg_iterations = int(max_cg_iterations)
         self.cg_tolerance = float(cg_tolerance)
         self.likelihood = GaussianLikelihood(noise_constraint=GreaterThan(noise_lower_bound), noise_prior=noise_prior)
@@ -220,10 +306,6 @@ class SKIProjectedGPModel(torch.nn.Module):
     def constant(self) -> torch.Tensor:
         return self.mean.constant.reshape(())
 
-    def _settings(self, *, tolerance=None):
-        tol = self.cg_tolerance if tolerance is None else tolerance
-        return _settings(self.num_probes, self.max_cg_iterations, tol)
-
     def _grids(self, z: torch.Tensor):
         """Grid origin and spacing per projection from projected training data ``z`` (J, n)."""
         lo, hi = z.min(dim=1).values, z.max(dim=1).values
@@ -231,7 +313,7 @@ class SKIProjectedGPModel(torch.nn.Module):
         return lo - 2 * h, h
 
     def operator(self, X: torch.Tensor):
-        """SKI approximation of :math:`K_{XX}` and the pieces used to build it."""
+        """SKI approximation of :math:`K_{XX}` (a :class:`ProjectedSKIOperator`) and its grids ``(u0, h)``."""
         pk, scale = _split_kernel(self.kernel)
         z = pk.project(X).T  # (J, n)
         u0, h = self._grids(z)
@@ -240,13 +322,24 @@ class SKIProjectedGPModel(torch.nn.Module):
         coef = pk.weights.to(z) * scale
         return ProjectedSKIOperator(weight, index, col, coef), (u0, h)
 
+    def _noisy(self, op):
+        n = op.shape[-1]
+        noise = self.noise.expand(n)
+        override = None
+        if self.preconditioner_rank > 0:
+            G, _ = _nystrom_grid_root(op.col, _dct_basis(self.grid_size, self.preconditioner_rank, op.col))
+            override = _woodbury_preconditioner(_features(op, G), self.noise)
+        return AddedDiagLinearOperator(op, DiagLinearOperator(noise), preconditioner_override=override)
+
     def neg_log_marginal_likelihood(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """:math:`\\tfrac12 r^\\top \\hat K^{-1} r + \\tfrac12 \\log|\\hat K| + \\tfrac n2\\log 2\\pi`,
-        :math:`\\hat K = K^{\\mathrm{SKI}} + \\sigma_n^2 I` (CG + stochastic Lanczos quadrature)."""
+        :math:`\\hat K = K^{\\mathrm{SKI}} + \\sigma_n^2 I`, :math:`r = y - c`: preconditioned CG for
+        the quadratic term, stochastic Lanczos quadrature for the log-determinant."""
         op, _ = self.operator(X)
+        Ky = self._noisy(op)
         n = y.shape[0]
-        Ky = op.add_diagonal(self.noise.expand(n))
-        with self._settings(), torch.random.fork_rng(devices=[y.device] if y.is_cuda else []):
+        with _settings(self.num_probes, self.max_cg_iterations, self.cg_tolerance), \
+                torch.random.fork_rng(devices=[y.device] if y.is_cuda else []):
             torch.manual_seed(self.probe_seed)  # same probes every call: a deterministic objective
             quad, logdet = Ky.inv_quad_logdet(inv_quad_rhs=(y - self.constant).unsqueeze(-1), logdet=True)
         return 0.5 * (quad + logdet + n * math.log(2 * math.pi))
@@ -258,18 +351,32 @@ class SKIProjectedGPModel(torch.nn.Module):
         return total
 
     @torch.no_grad()
-    def posterior(self, X: torch.Tensor, y: torch.Tensor, *, rank: int = 100) -> "SKIPosterior":
-        """Condition on training data: CG for :math:`\\alpha`, Lanczos (rank ``rank``) for variances."""
+    def posterior(self, X: torch.Tensor, y: torch.Tensor, *, tol: float = 1e-10) -> "SKIPosterior":
+        """Condition on training data.
+
+        :math:`\\alpha = \\hat K^{-1}(y - c)` by preconditioned CG (relative tolerance 1e-6).
+        For variances every :math:`T_j` is replaced by its eigen-truncation
+        :math:`E_j \\Lambda_j E_j^\\top` (eigenvalues above ``tol`` times the largest),
+        giving :math:`K^{\\mathrm{SKI}} \\approx \\Phi\\Phi^\\top` with :math:`R = \\sum_j r_j`
+        columns, and :math:`A = \\sigma^2 I_R + \\Phi^\\top\\Phi` is factorised once
+        (:math:`O(n R^2)`).
+        """
         op, (u0, h) = self.operator(X)
-        n = y.shape[0]
-        Ky = op.add_diagonal(self.noise.expand(n))
-        r = y - self.constant
-        with self._settings(tolerance=1e-8):
-            alpha = Ky.solve(r.unsqueeze(-1)).squeeze(-1)
-        R = _lanczos_root_inverse(Ky.matmul, r, min(rank, n))
-        cache = _interp_t(op.index, op.weight, torch.cat([alpha[:, None], R], dim=1), self.grid_size)
-        return SKIPosterior(self.kernel, u0, h, cache * op.coef[:, None, None],
-                            self.constant.clone(), self.noise.clone())
+        Ky = self._noisy(op)
+        with _settings(self.num_probes, self.max_cg_iterations, 1e-6):
+            alpha = Ky.solve((y - self.constant).unsqueeze(-1))
+        T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
+        evals, evecs = torch.linalg.eigh(T)
+        r = int((evals > tol * evals[:, -1:]).sum(-1).max())
+        E = evecs[..., -r:]  # exact top eigenvectors, so the Nyström root is the eigen-truncation
+        G, B = _nystrom_grid_root(op.col, E, jitter=0.0)
+        Phi = _features(op, G)
+        A = self.noise * torch.eye(Phi.shape[1], dtype=Phi.dtype, device=Phi.device) + Phi.T @ Phi
+        L_A = torch.linalg.cholesky(A)
+        mean_cache = _interp_t(op.index, op.weight, alpha, self.grid_size) * op.coef[:, None, None]
+        root_cache = B * op.coef.clamp_min(0).sqrt()[:, None, None]
+        return SKIPosterior(self.kernel, u0, h, mean_cache, root_cache, L_A, self.constant.clone(),
+                            self.noise.clone())
 
 
 def _settings(num_probes: int, max_cg: int, tol: float) -> ExitStack:
@@ -281,62 +388,43 @@ def _settings(num_probes: int, max_cg: int, tol: float) -> ExitStack:
         linear_operator.settings.cg_tolerance(tol),
         gpytorch.settings.eval_cg_tolerance(tol),
         linear_operator.settings.max_lanczos_quadrature_iterations(min(max_cg, 100)),
-        linear_operator.settings.max_preconditioner_size(0),
+        linear_operator.settings.min_preconditioning_size(1),
+        linear_operator.settings.max_preconditioner_size(0),  # never the generic pivoted Cholesky
     ):
         stack.enter_context(ctx)
     return stack
 
 
-def _lanczos_root_inverse(matmul, b: torch.Tensor, k: int) -> torch.Tensor:
-    """Rank-k root :math:`R` with :math:`R R^\\top \\approx A^{-1}` from k Lanczos steps started at ``b``.
-
-    Lanczos with full re-orthogonalisation gives :math:`A Q \\approx Q T`; then
-    :math:`A^{-1} \\approx Q T^{-1} Q^\\top = R R^\\top` with :math:`R = Q L_T^{-\\top}`,
-    :math:`T = L_T L_T^\\top` (Pleiss et al. 2018, LOVE).
-    """
-    n = b.shape[0]
-    Q = b.new_zeros(n, k)
-    diag, off = [], []
-    q = b / b.norm()
-    for i in range(k):
-        Q[:, i] = q
-        v = matmul(q.unsqueeze(-1)).squeeze(-1)
-        diag.append(q.dot(v))
-        for _ in range(2):  # full re-orthogonalisation, twice is enough
-            v = v - Q[:, : i + 1] @ (Q[:, : i + 1].T @ v)
-        beta = v.norm()
-        if i == k - 1 or beta <= 1e-10 * diag[0].abs():
-            break
-        off.append(beta)
-        q = v / beta
-    k = len(diag)
-    T = torch.diag(torch.stack(diag))
-    if off:
-        o = torch.stack(off)
-        T = T + torch.diag(o, 1) + torch.diag(o, -1)
-    L = torch.linalg.cholesky(T)
-    return torch.linalg.solve_triangular(L, Q[:, :k].T, upper=False).T
-
-
 @dataclass
 class SKIPosterior:
-    """Posterior of a :class:`SKIProjectedGPModel`; predictions cost O(J) per point for the mean.
+    """Posterior of a :class:`SKIProjectedGPModel`.
 
     Attributes
     ----------
     kernel : ScaleKernel
     u0, h : torch.Tensor of shape (J,)
         Training grids (origin, spacing).
-    cache : torch.Tensor of shape (J, m, 1 + k)
-        :math:`c_j W_j^\\top [\\alpha, R]` on the training grids; ``T_j`` is applied at
-        prediction time on a grid extended to cover the test points.
+    mean_cache : torch.Tensor of shape (J, m, 1)
+        :math:`c_j W_j^\\top \\alpha` on the training grids.
+    root_cache : torch.Tensor of shape (J, m, r)
+        :math:`\\sqrt{c_j} E_j L_j^{-\\top}`; :math:`T_j` applied to it is the grid root :math:`G_j`.
+    L_A : torch.Tensor of shape (J r, J r)
+        Cholesky factor of :math:`\\sigma^2 I + \\Phi^\\top \\Phi`.
     constant, noise : torch.Tensor
+
+    Notes
+    -----
+    :math:`T_j` is applied at prediction time on a grid extended (same spacing)
+    to cover the test projections, so test points outside the training range are
+    neither clipped nor extrapolated from the grid's edge.
     """
 
     kernel: ScaleKernel
     u0: torch.Tensor
     h: torch.Tensor
-    cache: torch.Tensor
+    mean_cache: torch.Tensor
+    root_cache: torch.Tensor
+    L_A: torch.Tensor
     constant: torch.Tensor
     noise: torch.Tensor
 
@@ -346,35 +434,40 @@ class SKIPosterior:
 
         .. math::
 
-            \\mu_* = c + \\sum_j W_{*j} T_j c_j W_j^\\top \\alpha,\\qquad
-            \\sigma_*^2 = k(x_*, x_*) - \\lVert R^\\top k_{X*} \\rVert^2
+            \\mu_* = c + \\sum_j c_j w_{*j}^\\top T_j W_j^\\top \\alpha,\\qquad
+            \\sigma_*^2 = k(x_*, x_*) - \\lVert\\phi_*\\rVert^2 + \\sigma_n^2 \\lVert L_A^{-1}\\phi_*\\rVert^2
+
+        with :math:`\\phi_* = [\\sqrt{c_j} w_{*j}^\\top G_j]_j`; the last two terms equal
+        :math:`k_{*X}(\\Phi\\Phi^\\top + \\sigma_n^2 I)^{-1}k_{X*}` for the truncated kernel
+        (push-through identity).
 
         Returns
         -------
         mean : torch.Tensor of shape (t,)
         var : torch.Tensor of shape (t,) or (t, t) when ``full_cov``
         """
-        pk = self.kernel.base_kernel
-        z = pk.project(Xs).T  # (J, t)
-        m = self.cache.shape[1]
+        z = self.kernel.base_kernel.project(Xs).T  # (J, t)
+        J, m, _ = self.mean_cache.shape
         reach = torch.ceil(_CUTOFF / self.h)  # grid points within the cut-off, per projection
         s = (z - self.u0[:, None]) / self.h[:, None]
         inside = (s > -reach[:, None]) & (s < m - 1 + reach[:, None])
         s_in = torch.where(inside, s, torch.zeros_like(s))
         lo = int(torch.clamp(2 - torch.floor(s_in.min()), min=0))
         hi = int(torch.clamp(torch.floor(s_in.max()) + 3 - m, min=0))
-        cache = torch.nn.functional.pad(self.cache, (0, 0, lo, hi))
-        ext = _toeplitz_matmul(_grid_columns(self.h, m + lo + hi), cache)  # (J, m', 1 + k)
+        cache = torch.nn.functional.pad(torch.cat([self.mean_cache, self.root_cache], -1), (0, 0, lo, hi))
+        grid_values = _toeplitz_matmul(_grid_columns(self.h, m + lo + hi), cache)  # (J, m', 1 + r)
         index, weight = cubic_interpolation(z, self.u0 - lo * self.h, self.h)
         weight = weight * inside[..., None]
         index = torch.where(inside[..., None], index, torch.zeros_like(index))
-        proj = _interp(index, weight, ext)  # (t, 1 + k)
-        mean = self.constant + proj[:, 0]
-        V = proj[:, 1:]
+        values = _interp_each(index, weight, grid_values)  # (J, t, 1 + r)
+        mean = self.constant + values[..., 0].sum(0)
+        phi = values[..., 1:].permute(1, 0, 2).reshape(z.shape[1], -1)  # (t, J r)
+        V = torch.linalg.solve_triangular(self.L_A, phi.T, upper=False)  # (J r, t)
         if full_cov:
-            cov = self.kernel(Xs).to_dense() - V @ V.T
+            cov = self.kernel(Xs).to_dense() - phi @ phi.T + self.noise * V.T @ V
             if not latent:
                 cov.diagonal().add_(self.noise)
             return mean, cov
-        var = (self.kernel(Xs, diag=True) - V.square().sum(-1)).clamp_min(0.0)
+        var = self.kernel(Xs, diag=True) - phi.square().sum(-1) + self.noise * V.square().sum(0)
+        var = var.clamp_min(0.0)
         return mean, var if latent else var + self.noise

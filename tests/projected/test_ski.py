@@ -1,0 +1,119 @@
+"""Additive SKI for projected kernels against dense, exact computations."""
+
+import math
+
+import pytest
+import torch
+from gpytorch.kernels import ScaleKernel
+
+from hdgp.inference.ski import (
+    SKIProjectedGPModel,
+    _toeplitz_matmul,
+    cubic_interpolation,
+)
+from hdgp.kernels.projected_kernel import ProjectedAdditiveKernel
+from hdgp.projections import diverse_directions, random_directions
+
+DT = torch.float64
+N = 1600  # "n about 2000" while keeping the dense reference cheap
+
+
+def _kernel(d=5, J=12, lengthscale=0.7):
+    k = ScaleKernel(ProjectedAdditiveKernel(diverse_directions(d, J, random_state=0))).to(DT)
+    k.base_kernel.input_lengthscale = torch.full((d,), lengthscale, dtype=DT)
+    k.outputscale = 1.3
+    return k
+
+
+def _data(n, d=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=g, dtype=DT)
+    y = torch.sin(X).sum(1) + 0.1 * torch.randn(n, generator=g, dtype=DT)
+    return X, (y - y.mean()) / y.std()
+
+
+def test_cubic_interpolation_reproduces_quadratics_and_sums_to_one():
+    u0, h = torch.tensor([-3.0], dtype=DT), torch.tensor([0.25], dtype=DT)
+    grid = u0 + h * torch.arange(40, dtype=DT)
+    z = torch.linspace(-2.5, 5.5, 57, dtype=DT)[None]
+    index, weight = cubic_interpolation(z, u0, h)
+    f = lambda u: 0.3 - 1.2 * u + 0.7 * u**2  # noqa: E731  Keys (a = -1/2) is exact up to degree 2
+    assert torch.allclose(weight.sum(-1), torch.ones_like(z))
+    assert torch.allclose((weight * f(grid)[index]).sum(-1), f(z), atol=1e-12)
+
+
+def test_toeplitz_matmul_matches_dense():
+    col = torch.exp(-0.5 * (0.3 * torch.arange(9, dtype=DT)) ** 2)[None]
+    T = col[0][(torch.arange(9)[:, None] - torch.arange(9)).abs()]
+    U = torch.randn(1, 9, 3, dtype=DT)
+    assert torch.allclose(_toeplitz_matmul(col, U)[0], T @ U[0], atol=1e-13)
+
+
+def test_ski_mvm_matches_exact_kernel_within_interpolation_error():
+    X, _ = _data(400)
+    k = _kernel()
+    v = torch.randn(400, 2, dtype=DT)
+    exact = k(X).to_dense() @ v
+    errors = {}
+    for m in (32, 128, 512):
+        op, _ = SKIProjectedGPModel(k, grid_size=m).operator(X)
+        errors[m] = ((op.matmul(v) - exact).norm() / exact.norm()).item()
+    # local cubic interpolation: error O(h^3), so x4 the grid -> ~64x smaller
+    assert errors[512] < 1e-6
+    assert errors[128] < errors[32] / 20 and errors[512] < errors[128] / 20
+    op, _ = SKIProjectedGPModel(k, grid_size=64).operator(X[:50])
+    assert torch.allclose(op._diagonal(), op.to_dense().diagonal(), atol=1e-12)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    X, y = _data(N)
+    k = _kernel()
+    noise = 0.05
+    Ky = k(X).to_dense() + noise * torch.eye(N, dtype=DT)
+    L = torch.linalg.cholesky(Ky)
+    return X, y, k, noise, Ky, L
+
+
+def test_ski_marginal_likelihood_and_gradient_close_to_exact(problem):
+    X, y, k, noise, _, _ = problem
+    ski = SKIProjectedGPModel(k).to(DT)
+    ski.likelihood.noise = noise
+    params = [k.raw_outputscale, k.base_kernel.raw_input_lengthscale, ski.likelihood.raw_noise]
+    value = ski.neg_log_marginal_likelihood(X, y)
+    g_ski = torch.autograd.grad(value, params)
+    Ky = k(X).to_dense() + ski.noise * torch.eye(N, dtype=DT)  # dense reference with autograd
+    L = torch.linalg.cholesky(Ky)
+    r = (y - ski.constant).unsqueeze(-1)
+    exact = 0.5 * (r * torch.cholesky_solve(r, L)).sum() + L.diagonal().log().sum() + N / 2 * math.log(2 * math.pi)
+    g_exact = torch.autograd.grad(exact, params)
+    assert abs(value.item() - exact.item()) < 0.5  # stochastic Lanczos quadrature, 10 preconditioned probes
+    flat_ski, flat_exact = torch.cat([g.reshape(-1) for g in g_ski]), torch.cat([g.reshape(-1) for g in g_exact])
+    assert ((flat_ski - flat_exact).norm() / flat_exact.norm()).item() < 0.05
+
+
+def test_ski_predictions_close_to_exact_including_far_test_points(problem):
+    X, y, k, noise, Ky, L = problem
+    ski = SKIProjectedGPModel(k).to(DT)
+    ski.likelihood.noise = noise
+    Xs = 1.5 * torch.randn(200, 5, dtype=DT)
+    Xs[0], Xs[1] = 4.0, 100.0  # beyond the training grid; far beyond it
+    posterior = ski.posterior(X, y)
+    mean, var = posterior.predict(Xs, latent=True)
+    Ks = k(Xs, X).to_dense()
+    exact_mean = ski.constant + Ks @ torch.cholesky_solve((y - ski.constant).unsqueeze(-1), L).squeeze(-1)
+    V = torch.linalg.solve_triangular(L, Ks.T, upper=False)
+    exact_var = k(Xs, diag=True) - V.square().sum(0)
+    assert torch.allclose(mean, exact_mean.detach(), atol=1e-4)
+    assert torch.allclose(var, exact_var.detach(), atol=1e-5)
+    assert var[1].item() == pytest.approx(k.outputscale.item(), rel=1e-10)  # prior far away
+    _, var_y = posterior.predict(Xs[:3], latent=False)
+    assert torch.allclose(var_y - var[:3], torch.full((3,), noise, dtype=DT))
+
+
+def test_ski_rejects_what_it_cannot_do():
+    k2 = ScaleKernel(ProjectedAdditiveKernel(random_directions(3, (1, 2), random_state=0), (1, 2)))
+    with pytest.raises(ValueError, match="1-D projections"):
+        SKIProjectedGPModel(k2)
+    with pytest.raises(ValueError, match="grid_size"):
+        SKIProjectedGPModel(_kernel(), grid_size=8)
