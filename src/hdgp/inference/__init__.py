@@ -9,8 +9,10 @@ full_cov=...)``. Estimators pick one through their ``inference`` parameter.
 """
 
 from .exact import ExactGPModel, ExactPosterior
+from .inducing import InducingPosterior
+from .sparse import SGPRModel
 
 #: Engine name → model class. Sparse/variational engines register here too.
-ENGINES = {"exact": ExactGPModel}
+ENGINES = {"exact": ExactGPModel, "sparse": SGPRModel}
 
-__all__ = ["ENGINES", "ExactGPModel", "ExactPosterior"]
+__all__ = ["ENGINES", "ExactGPModel", "ExactPosterior", "InducingPosterior", "SGPRModel"]

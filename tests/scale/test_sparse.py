@@ -1,0 +1,194 @@
+"""SGPR (Titsias bound): bound <= exact evidence, equality at Z = X, posterior limits, k-means init."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from hdgp.inference import ENGINES, ExactGPModel, SGPRModel
+from hdgp.inference.inducing import discrete_columns, kmeans_inducing_points
+from hdgp.training import fit_hyperparameters
+
+
+def _data(n=120, d=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    y = torch.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    return X, y
+
+
+def _kernel(d, lengthscale=(0.9, 1.3, 1.7), outputscale=1.3):
+    k = ScaleKernel(RBFKernel(ard_num_dims=d)).double()
+    k.base_kernel.lengthscale = torch.tensor(lengthscale[:d], dtype=torch.float64)
+    k.outputscale = outputscale
+    return k
+
+
+def _set_common(model, noise=0.05, constant=0.2):
+    model.likelihood.noise = noise
+    model.mean.constant.data.fill_(constant)
+    return model.double()
+
+
+def test_registered_as_sparse_engine():
+    assert ENGINES["sparse"] is SGPRModel
+    assert SGPRModel.uses_inducing_points
+
+
+@pytest.mark.parametrize("m", [5, 20, 60])
+def test_bound_below_exact_log_marginal_likelihood(m):
+    X, y = _data()
+    exact = _set_common(ExactGPModel(_kernel(3)))
+    sparse = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=m, random_state=0))
+    with torch.no_grad():
+        lml = -exact.neg_log_marginal_likelihood(X, y).item()
+        bound = -sparse.neg_log_marginal_likelihood(X, y).item()
+    assert bound <= lml + 1e-8
+    assert math.isfinite(bound)
+
+
+def test_bound_increases_with_nested_inducing_sets():
+    # Adding inducing points can only tighten the collapsed bound (Titsias 2009, Sec. 3).
+    X, y = _data()
+    bounds = []
+    for m in (4, 16, 64):
+        Z = X[:m]
+        model = _set_common(SGPRModel(_kernel(3), inducing_points=Z, jitter=1e-10))
+        with torch.no_grad():
+            bounds.append(-model.neg_log_marginal_likelihood(X, y).item())
+    assert bounds[0] <= bounds[1] + 1e-8 <= bounds[2] + 2e-8
+
+
+def test_bound_equals_exact_when_inducing_points_are_training_points():
+    X, y = _data(n=60)
+    exact = _set_common(ExactGPModel(_kernel(3)))
+    sparse = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=60, jitter=1e-10))
+    torch.testing.assert_close(sparse.inducing_points.detach(), X)
+    with torch.no_grad():
+        lml = -exact.neg_log_marginal_likelihood(X, y).item()
+        bound = -sparse.neg_log_marginal_likelihood(X, y).item()
+    assert bound == pytest.approx(lml, rel=1e-6, abs=1e-6)
+
+
+def test_posterior_equals_exact_when_inducing_points_are_training_points():
+    X, y = _data(n=60)
+    Xs = torch.randn(25, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    exact = _set_common(ExactGPModel(_kernel(3))).posterior(X, y)
+    sparse = _set_common(SGPRModel(_kernel(3), inducing_points=X, jitter=1e-10)).posterior(X, y)
+    for latent in (True, False):
+        m0, v0 = exact.predict(Xs, latent=latent)
+        m1, v1 = sparse.predict(Xs, latent=latent)
+        torch.testing.assert_close(m1, m0, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(v1, v0, rtol=1e-4, atol=1e-6)
+    _, c0 = exact.predict(Xs, latent=True, full_cov=True)
+    _, c1 = sparse.predict(Xs, latent=True, full_cov=True)
+    torch.testing.assert_close(c1, c0, rtol=1e-4, atol=1e-6)
+
+
+def test_posterior_mean_is_kernel_times_alpha_and_variance_matches_full_cov():
+    X, y = _data()
+    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=15, random_state=1))
+    post = model.posterior(X, y)
+    Xs = torch.randn(10, 3, generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    mean, var = post.predict(Xs, latent=True)
+    torch.testing.assert_close(mean, post.constant + model.kernel(Xs, post.X).to_dense() @ post.alpha)
+    _, cov = post.predict(Xs, latent=True, full_cov=True)
+    torch.testing.assert_close(cov.diagonal(), var)
+    assert torch.all(var >= 0)
+    # sparse latent variance is never below the exact posterior variance at the same hyperparameters
+    _, v_exact = _set_common(ExactGPModel(_kernel(3))).posterior(X, y).predict(Xs, latent=True)
+    assert torch.all(var >= v_exact - 1e-8)
+
+
+def test_gradients_match_finite_differences():
+    X, y = _data(n=50)
+    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True))
+    params = [p for p in model.parameters() if p.requires_grad]
+    loss = model.neg_log_marginal_likelihood(X, y)
+    grads = torch.autograd.grad(loss, params)
+    eps = 1e-6
+    for p, g in zip(params, grads):
+        flat = p.data.view(-1)
+        for i in range(min(flat.numel(), 3)):
+            old = flat[i].item()
+            flat[i] = old + eps
+            up = model.neg_log_marginal_likelihood(X, y).item()
+            flat[i] = old - eps
+            down = model.neg_log_marginal_likelihood(X, y).item()
+            flat[i] = old
+            assert g.view(-1)[i].item() == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-5)
+
+
+@pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
+def test_training_raises_bound_and_learned_inducing_points_move():
+    X, y = _data(n=150)
+    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=12, random_state=0, learn_inducing=True))
+    Z0 = model.inducing_points.detach().clone()
+    with torch.no_grad():
+        before = -model.neg_log_marginal_likelihood(X, y).item()
+    fit_hyperparameters(model, X, y, max_iter=60)
+    with torch.no_grad():
+        after = -model.neg_log_marginal_likelihood(X, y).item()
+    assert after > before
+    assert not torch.allclose(model.inducing_points.detach(), Z0)
+
+
+def test_too_many_inducing_points_raise():
+    X, y = _data(n=30)
+    with pytest.raises(ValueError, match="n_inducing"):
+        SGPRModel(_kernel(3), X=X, n_inducing=31)
+    model = SGPRModel(_kernel(3), inducing_points=torch.randn(40, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="inducing points"):
+        model.neg_log_marginal_likelihood(X, y)
+
+
+def test_kmeans_keeps_binary_and_categorical_columns_on_observed_values():
+    rng = np.random.default_rng(0)
+    n = 2000
+    X = np.column_stack([
+        rng.standard_normal(n),
+        rng.binomial(1, 0.3, n).astype(float),         # binary, unbalanced
+        rng.integers(0, 4, n).astype(float) * 2.5,    # categorical codes
+        rng.standard_normal(n),
+    ])
+    assert discrete_columns(X) == [1, 2]
+    Z = kmeans_inducing_points(X, 40, random_state=0)
+    assert Z.shape == (40, 4)
+    assert set(np.unique(Z[:, 1])) <= {0.0, 1.0}
+    assert set(np.unique(Z[:, 2])) <= {0.0, 2.5, 5.0, 7.5}
+    assert len(np.unique(Z[:, 1])) == 2  # both levels represented, not collapsed to one value
+    assert len(np.unique(Z[:, 0])) > 10  # continuous columns keep the centroids
+    # same seed, same inducing points
+    np.testing.assert_array_equal(Z, kmeans_inducing_points(X, 40, random_state=0))
+
+
+def test_sparse_sobol_close_to_exact_sobol_for_oak_kernel():
+    from hdgp.explain import compute_sobol
+    from hdgp.kernels.additive_kernel import AdditiveKernel
+    from hdgp.kernels.orthogonal_kernel import ConstrainedSEKernel
+    from hdgp.measures import gaussian_measure
+
+    n, D = 1000, 3
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(n, D, generator=gen, dtype=torch.float64)
+    y = torch.sin(1.5 * X[:, 0]) + 0.6 * X[:, 1] + 0.5 * X[:, 0] * X[:, 2] \
+        + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+
+    def oak():
+        base = ConstrainedSEKernel(gaussian_measure(np.zeros(D), np.ones(D)))
+        base.lengthscale = torch.tensor([1.0, 2.0, 1.5], dtype=torch.float64).reshape(D, 1, 1)
+        k = AdditiveKernel(base, num_dims=D, max_order=2)
+        k.order_variances = torch.tensor([0.1, 1.0, 0.3], dtype=torch.float64)
+        return k.double()
+
+    exact = _set_common(ExactGPModel(oak()), noise=0.01).posterior(X, y)
+    sparse = _set_common(SGPRModel(oak(), X=X, n_inducing=150, random_state=0), noise=0.01).posterior(X, y)
+    s_exact = compute_sobol(exact.kernel, exact.X, exact.alpha)
+    s_sparse = compute_sobol(sparse.kernel, sparse.X, sparse.alpha)
+    torch.testing.assert_close(s_sparse.by_order, s_exact.by_order, rtol=0, atol=0.01)
+    exact_terms = dict(zip(s_exact.terms, s_exact.values.tolist()))
+    for term, value in zip(s_sparse.terms, s_sparse.values.tolist()):
+        assert value == pytest.approx(exact_terms[term], abs=0.01)
+    assert s_sparse.total == pytest.approx(s_exact.total, rel=0.02)
