@@ -5,5 +5,6 @@ from .additive import AdditiveGPRegressor
 from .gp import GPRegressor
 from .oak import OAKRegressor
 from .sigp import SIGPClassifier, SIGPRegressor
+from . import scale  # noqa: F401  (registers the SGPR/SVGP presets)
 
 __all__ = ["AdditiveGPRegressor", "BaseGPRegressor", "OAKRegressor", "GPRegressor", "SIGPClassifier", "SIGPRegressor"]

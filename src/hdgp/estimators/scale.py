@@ -1,0 +1,21 @@
+"""Presets of the scalable (inducing-point) regressors: SGPR and SVGP with an RBF-ARD kernel.
+
+The estimators are the ordinary :class:`~hdgp.estimators.gp.GPRegressor` with
+``inference="sparse"`` (Titsias' collapsed bound, :mod:`hdgp.inference.sparse`)
+or ``inference="variational"`` (minibatch SVGP, :mod:`hdgp.inference.variational`).
+"""
+
+from __future__ import annotations
+
+from ..presets import register_preset
+from .gp import GPRegressor
+
+__all__: list = []
+
+
+def _sgpr_rbf_ard(**kw):
+    return GPRegressor(kernel="rbf-ard", **{"inference": "sparse", **kw})
+
+
+register_preset("SGPR-RBF-ARD", _sgpr_rbf_ard,
+                "Sparse GP (Titsias collapsed bound, k-means inducing points), RBF-ARD kernel.")
