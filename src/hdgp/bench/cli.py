@@ -1,0 +1,142 @@
+"""``hdgp bench``: run benchmark protocols and render their reports.
+
+Attach to the main CLI with ``main.add_command(bench)``; also runnable alone as
+``python -m hdgp.bench.cli``.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import click
+
+__all__ = ["bench"]
+
+
+def _split_multi(values) -> list[str]:
+    """Accept ``--models A B`` (extra args), ``--models A --models B`` and ``--models A,B``."""
+    out = []
+    for v in values or ():
+        out += [p for p in v.replace(",", " ").split() if p]
+    return out
+
+
+class _Greedy(click.Option):
+    """An option that takes every following word up to the next option (``--models RBF-ARD GAM``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("multiple", True)
+        super().__init__(*args, **kwargs)
+
+    def add_to_parser(self, parser, ctx):
+        result = super().add_to_parser(parser, ctx)
+        for name in self.opts:
+            opt = parser._long_opt.get(name) or parser._short_opt.get(name)
+            if opt is None:
+                continue
+            original = opt.process
+
+            def process(value, state, _original=original):
+                values = [value]
+                while state.rargs and not state.rargs[0].startswith("-"):
+                    values.append(state.rargs.pop(0))
+                for v in values:
+                    _original(v, state)
+
+            opt.process = process
+        return result
+
+
+def _command_line() -> str:
+    args = sys.argv[1:]
+    if args and args[0] == "bench":
+        return shlex.join(["hdgp", *args])
+    return shlex.join(["hdgp", "bench", *args])
+
+
+@click.group()
+def bench():
+    """Reproduce the papers' tables: run protocols, store results, render reports."""
+
+
+@bench.command("list")
+def list_protocols():
+    """List the built-in protocols with their data sets and models."""
+    from .protocols import PROTOCOLS
+
+    for proto in PROTOCOLS.values():
+        click.echo(f"{proto.name}: {proto.description}")
+        click.echo(f"  data sets: {', '.join(d.name for d in proto.datasets)}")
+        click.echo(f"  models:    {', '.join(m.label for m in proto.models)}")
+        click.echo(f"  splits:    {', '.join(map(str, proto.splits))}; seeds: {', '.join(map(str, proto.seeds))}")
+
+
+@bench.command("run")
+@click.argument("protocol")
+@click.option("--datasets", cls=_Greedy, help="Data sets to run (default: all of the protocol).")
+@click.option("--models", cls=_Greedy, help="Model labels to run (default: all registered ones).")
+@click.option("--splits", cls=_Greedy, help="Split indices (default: the protocol's).")
+@click.option("--seeds", cls=_Greedy, help="Model seeds (default: the protocol's).")
+@click.option("--workers", type=int, default=None,
+              help="Local worker processes (default: cores // threads; 0 runs in this process).")
+@click.option("--threads", type=int, default=1, show_default=True, help="Torch threads per task.")
+@click.option("--dask-scheduler", metavar="ADDRESS", default=None,
+              help="Run the tasks on this Dask distributed scheduler (e.g. tcp://host:8786).")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Results database (default: benchmarks/results/PROTOCOL.sqlite).")
+@click.option("--retry-failed", is_flag=True, help="Re-run tasks recorded as failed.")
+@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+              help="Benchmark data folder (default: $HDGP_DATA_DIR).")
+@click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_scheduler, db, retry_failed,
+            data_dir, no_progress):
+    """Run every missing task of PROTOCOL (a built-in name or a protocol .json file)."""
+    from .runner import run_protocol
+    from .store import StoreError
+
+    try:
+        split_list = [int(s) for s in _split_multi(splits)]
+        seed_list = [int(s) for s in _split_multi(seeds)]
+    except ValueError as exc:
+        raise click.BadParameter(f"splits and seeds must be integers ({exc}).") from None
+    try:
+        summary = run_protocol(protocol, datasets=_split_multi(datasets), models=_split_multi(models),
+                               splits=split_list, seeds=seed_list, workers=workers, threads=threads,
+                               dask_scheduler=dask_scheduler, db=db, retry_failed=retry_failed,
+                               data_dir=data_dir, progress=not no_progress, command=_command_line(),
+                               warn_skipped=False)
+    except (ValueError, FileNotFoundError, StoreError, ImportError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if summary.skipped_models:
+        click.echo(f"Skipped (preset not registered): {', '.join(summary.skipped_models)}", err=True)
+    click.echo(f"{summary.total} tasks: {summary.skipped} already in {summary.db}, "
+               f"{summary.done} done, {summary.failed} failed now.")
+    if summary.failed:
+        click.echo("Failed tasks are recorded with their error; re-run them with --retry-failed.", err=True)
+
+
+@bench.command("report")
+@click.argument("protocol")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Results database (default: benchmarks/results/PROTOCOL.sqlite).")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False), default=None,
+              help="Output folder (default: benchmarks/results/PROTOCOL/).")
+@click.option("--reference-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder with the papers' CSVs (default: $HDGP_REFERENCE_DIR or $HDGP_DATA_DIR/../reference).")
+@click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
+def report_cmd(protocol, db, out_dir, reference_dir, no_plots):
+    """Write Markdown, CSV and PNG reports of PROTOCOL's stored results."""
+    from .report import make_report
+    from .store import StoreError
+
+    try:
+        paths = make_report(protocol, db=db, out_dir=out_dir, reference_dir=reference_dir, plots=not no_plots)
+    except (ValueError, FileNotFoundError, StoreError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Wrote {paths['markdown']}, {paths['summary_csv']}, {paths['tasks_csv']}"
+               + (f" and {len(paths['plots'])} figure(s)" if paths["plots"] else "") + ".")
+
+
+if __name__ == "__main__":
+    bench()

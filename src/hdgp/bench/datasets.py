@@ -1,0 +1,74 @@
+"""Load one (data set, split) of a protocol with the protocol's normalisation."""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.utils import Bunch
+
+from .protocols import DatasetSpec
+
+__all__ = ["load_split", "n_splits"]
+
+_SIGP_FIXED = ("housing", "arcene")
+_SIGP_RANDOM_SPLITS = 10
+
+
+def _raw_split(spec: DatasetSpec, split: int, data_dir):
+    name = spec.loader_name or spec.name
+    if spec.source == "registry":
+        from hdgp.data import load
+
+        b = load(name, split=split, data_dir=data_dir, standardize=False, **spec.kwargs)
+        return b.X_train, b.y_train, b.X_test, b.y_test, b.n_splits
+    from hdgp.data.sigp import load_sigp, load_sigp_split
+
+    if spec.source == "sigp-fixed":
+        if split != 0:
+            raise ValueError(f"{spec.name!r} has a single fixed split (0), got split {split}.")
+        return (*load_sigp_split(name, data_dir), 1)
+    X, y = load_sigp(name, data_dir)
+    if not (0 <= split < _SIGP_RANDOM_SPLITS):
+        raise ValueError(f"split must be in [0, {_SIGP_RANDOM_SPLITS - 1}] for {spec.name!r}, got {split}.")
+    perm = np.random.default_rng(1000 + split).permutation(len(y))
+    test, train = perm[: spec.n_test], perm[spec.n_test:]
+    return X[train], y[train], X[test], y[test], _SIGP_RANDOM_SPLITS
+
+
+def n_splits(spec: DatasetSpec, data_dir=None) -> int:
+    """Number of splits the data set offers (loads split 0)."""
+    if spec.source == "sigp-fixed":
+        return 1
+    if spec.source == "sigp-random":
+        return _SIGP_RANDOM_SPLITS
+    return _raw_split(spec, 0, data_dir)[4]
+
+
+def load_split(spec: DatasetSpec, split: int, normalisation: str, data_dir=None) -> Bunch:
+    """Train/test arrays of one split, scaled with training statistics.
+
+    Parameters
+    ----------
+    spec : DatasetSpec
+    split : int
+    normalisation : {"zscore", "x-only", "none"}
+        ``"zscore"`` scales inputs and (for regression) the target; ``"x-only"``
+        scales inputs only; ``"none"`` returns raw data.
+    data_dir : path, optional
+        Folder with ``uci/`` and ``sigp/`` (default ``$HDGP_DATA_DIR``).
+
+    Returns
+    -------
+    Bunch with ``X_train, y_train, X_test, y_test, n_splits``.
+    """
+    X_train, y_train, X_test, y_test, n = _raw_split(spec, split, data_dir)
+    X_train, X_test = np.asarray(X_train, float), np.asarray(X_test, float)
+    y_train, y_test = np.asarray(y_train).ravel(), np.asarray(y_test).ravel()
+    if normalisation in ("zscore", "x-only"):
+        mean, std = X_train.mean(0), X_train.std(0)
+        std = np.where(std > 0, std, 1.0)
+        X_train, X_test = (X_train - mean) / std, (X_test - mean) / std
+    if normalisation == "zscore" and spec.task == "regression":
+        mean, std = y_train.mean(), y_train.std()
+        std = std if std > 0 else 1.0
+        y_train, y_test = (y_train - mean) / std, (y_test - mean) / std
+    return Bunch(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test, n_splits=n)

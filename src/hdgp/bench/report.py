@@ -1,0 +1,192 @@
+"""Render a protocol's stored results as Markdown, CSV and PNG beside the paper's numbers."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..exceptions import HDGPWarning
+from .compare import HIGHER_IS_BETTER, LOWER_IS_BETTER, aggregate, compare
+from .plots import PLOTS
+from .protocols import get_protocol
+from .reference import empty_reference, load_reference
+from .store import ResultStore, default_db_path
+
+__all__ = ["make_report", "default_report_dir"]
+
+
+def default_report_dir(protocol: str) -> Path:
+    """``benchmarks/results/<protocol>/`` under the current directory."""
+    return Path("benchmarks") / "results" / protocol
+
+
+def _fmt(mean, std, digits=3) -> str:
+    if not np.isfinite(mean):
+        return ""
+    if std is None or not np.isfinite(std):
+        return f"{mean:.{digits}f}"
+    return f"{mean:.{digits}f} ± {2 * std:.{digits}f}"
+
+
+def _metric_table(cmp: pd.DataFrame, metric: str, model_order: list[str]) -> list[str]:
+    rows = cmp[cmp["metric"] == metric].copy()
+    if rows.empty:
+        return []
+    rows["order"] = rows["model"].map({m: i for i, m in enumerate(model_order)})
+    rows = rows.sort_values(["dataset", "order"])
+    better = "lower" if metric in LOWER_IS_BETTER else "higher" if metric in HIGHER_IS_BETTER else "no direction"
+    lines = [f"### {metric.upper()} ({better} is better)", "",
+             "| data set | model | n | ours (mean ± 2·std) | paper (mean ± 2·std) | ours − paper | p(worse) |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for r in rows.itertuples():
+        ours = _fmt(r.mean, r.std)
+        if r.match is True:
+            ours = f"**{ours}**"
+        paper = _fmt(r.paper_mean, r.paper_std)
+        diff = f"{r.diff:+.3f}" if np.isfinite(r.diff) else ""
+        p = f"{r.p_worse:.3f}" if np.isfinite(r.p_worse) else ""
+        lines.append(f"| {r.dataset} | {r.model} | {r.n} | {ours} | {paper} | {diff} | {p} |")
+    return lines + [""]
+
+
+def _timing_table(results: pd.DataFrame, model_order: list[str]) -> list[str]:
+    done = results[results["status"] == "done"]
+    if done.empty:
+        return []
+    g = done.groupby(["dataset", "model"]).agg(n_train=("n_train", "median"), fit=("fit_seconds", "mean"),
+                                               predict=("predict_seconds", "mean"),
+                                               peak=("peak_rss_mb", "max"), inc=("rss_increase_mb", "max"),
+                                               threads=("threads", "max")).reset_index()
+    g["order"] = g["model"].map({m: i for i, m in enumerate(model_order)})
+    g = g.sort_values(["dataset", "order"])
+    lines = ["## Cost per task", "",
+             "| data set | model | n train | fit s (mean) | predict s (mean) | peak RSS MB | RSS increase MB | threads |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in g.itertuples():
+        lines.append(f"| {r.dataset} | {r.model} | {r.n_train:.0f} | {r.fit:.2f} | {r.predict:.3f} | {r.peak:.0f} | "
+                     f"{r.inc:.0f} | {r.threads:.0f} |")
+    return lines + [""]
+
+
+def _failures(results: pd.DataFrame) -> list[str]:
+    failed = results[results["status"] == "failed"]
+    if failed.empty:
+        return []
+    lines = ["## Failed tasks", "", "| data set | model | split | seed | attempts | error |", "|---|---|---:|---:|---:|---|"]
+    for r in failed.itertuples():
+        err = str(r.error).replace("|", "\\|").replace("\n", " ")[:200]
+        lines.append(f"| {r.dataset} | {r.model} | {r.split} | {r.seed} | {r.attempts} | {err} |")
+    return lines + [""]
+
+
+def _paper_only(cmp: pd.DataFrame, reference: pd.DataFrame, datasets, models) -> list[str]:
+    have = set(zip(cmp["dataset"], cmp["model"], cmp["metric"]))
+    rows = reference[reference["dataset"].isin(datasets) & reference["model"].isin(models)]
+    missing = [r for r in rows.itertuples() if (r.dataset, r.model, r.metric) not in have]
+    if not missing:
+        return []
+    lines = ["## Paper numbers without a result of ours here", "",
+             "| data set | model | metric | paper |", "|---|---|---|---:|"]
+    lines += [f"| {r.dataset} | {r.model} | {r.metric} | {_fmt(r.paper_mean, r.paper_std)} |" for r in missing]
+    return lines + [""]
+
+
+def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
+    lines = [f"# Benchmark report: `{proto.name}`", "", proto.description, ""]
+    commands = [c for c in runs["command"].dropna().tolist() if c] if not runs.empty else []
+    if commands:
+        lines += ["Produced by (each `bench run` on this results database, in order):", "", "```"]
+        lines += list(dict.fromkeys(commands))
+        lines += [f"hdgp bench report {proto.name}", "```", ""]
+    versions = results["versions"].dropna()
+    machines = results["machine"].dropna()
+    if len(versions):
+        v = versions.iloc[-1]
+        lines.append("Libraries: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
+    if len(machines):
+        m = machines.iloc[-1]
+        lines.append(f"Machine: {m.get('platform')}, {m.get('cores')} usable cores; threads per task: "
+                     f"{int(results['threads'].max())}. Timings come from a shared, often busy machine.")
+    n_done = int((results["status"] == "done").sum())
+    n_failed = int((results["status"] == "failed").sum())
+    lines += [f"Tasks in store: {n_done} done, {n_failed} failed. Report written "
+              f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}.", ""]
+    if proto.notes:
+        lines += [f"Protocol notes: {proto.notes}", ""]
+    lines += ["Bold: we match or beat the paper — a one-sided t-test of \"ours is worse\" does not reject at "
+              "5 % (Welch's test with the paper's std and repetitions where published, otherwise a one-sample "
+              "test against the paper's mean; with a single result, our value is at least as good). "
+              "Spreads are 2·std over splits (and seeds).", ""]
+    return lines
+
+
+def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=None, plots: bool = True) -> dict:
+    """Write ``report.md``, ``summary.csv``, ``tasks.csv`` and PNG plots for ``protocol``.
+
+    Parameters
+    ----------
+    protocol : str, path or Protocol
+    db : path, optional
+        Results database (default ``benchmarks/results/<protocol>.sqlite``).
+    out_dir : path, optional
+        Output folder (default ``benchmarks/results/<protocol>/``).
+    reference_dir : path, optional
+        Folder with the papers' CSV files (see :mod:`hdgp.bench.reference`).
+    data_dir : path, optional
+        Benchmark data folder, used to find ``../reference`` when nothing else is given.
+    plots : bool, default=True
+
+    Returns
+    -------
+    dict with the written paths under ``markdown``, ``summary_csv``, ``tasks_csv``, ``plots``.
+    """
+    proto = get_protocol(protocol)
+    db = Path(db) if db is not None else default_db_path(proto.name)
+    out = Path(out_dir) if out_dir is not None else default_report_dir(proto.name)
+    with ResultStore(db) as store:
+        results = store.frame(proto.name)
+        runs = store.runs(proto.name)
+    if results.empty:
+        raise ValueError(f"No results for protocol {proto.name!r} in {str(db)!r}; run `hdgp bench run {proto.name}`.")
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        reference = load_reference(proto, reference_dir, data_dir)
+    except FileNotFoundError as exc:
+        warnings.warn(f"Paper numbers not shown: {exc}", HDGPWarning, stacklevel=2)
+        reference = empty_reference()
+    metrics = sorted({c[len("metric_"):] for c in results.columns if c.startswith("metric_")})
+    cmp = compare(aggregate(results, metrics), reference)
+    model_order = [m.label for m in proto.models]
+    lines = _header(proto, runs, results)
+    if proto.references and reference.empty:
+        lines += ["*Paper numbers not found: set HDGP_REFERENCE_DIR (or HDGP_DATA_DIR beside `reference/`).*", ""]
+    lines += ["## Results", ""]
+    for metric in proto.metrics:
+        lines += _metric_table(cmp, metric, model_order)
+    lines += _timing_table(results, model_order)
+    lines += _failures(results)
+    lines += _paper_only(cmp, reference, set(results["dataset"]), set(results["model"]))
+    paths = {"markdown": out / "report.md", "summary_csv": out / "summary.csv", "tasks_csv": out / "tasks.csv",
+             "plots": []}
+    if plots:
+        for name in dict.fromkeys(("rmse",) + tuple(proto.plots)):
+            hook = PLOTS.get(name)
+            if hook is None:
+                warnings.warn(f"Unknown plot hook {name!r}; registered: {', '.join(PLOTS)}.", HDGPWarning,
+                              stacklevel=2)
+                continue
+            paths["plots"] += hook(results, cmp, proto, out)
+    if paths["plots"]:
+        lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in paths["plots"]] + [""]
+    paths["markdown"].write_text("\n".join(lines))
+    cmp.drop(columns=["values"]).to_csv(paths["summary_csv"], index=False, float_format="%.6g")
+    tasks = results.drop(columns=["traceback", "versions", "machine", "metrics"]).copy()
+    tasks["hyperparameters"] = [json.dumps(h, default=str) for h in tasks["hyperparameters"]]
+    tasks["warnings"] = [json.dumps(w) for w in tasks["warnings"]]
+    tasks.to_csv(paths["tasks_csv"], index=False, float_format="%.6g")
+    return paths

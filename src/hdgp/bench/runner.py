@@ -1,0 +1,332 @@
+"""Expand a protocol into tasks and run the missing ones (process pool, Dask, or in-process).
+
+Every finished task is written to the :class:`~hdgp.bench.store.ResultStore` by
+this (the main) process as soon as it arrives. Tasks already ``done`` in the
+store are skipped; ``failed`` ones are skipped too unless ``retry_failed``.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import time
+import warnings
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..exceptions import HDGPWarning
+from .protocols import Protocol, get_protocol
+from .store import ResultStore, default_db_path
+from .task import TaskSpec, failed_record, library_versions, machine_description, run_task, set_threads
+
+__all__ = ["plan_tasks", "run_protocol", "RunSummary", "usable_cores"]
+
+_WORKER_DIED = "worker process died while running this task (killed, crashed or out of memory)"
+
+
+@dataclass
+class RunSummary:
+    """What a call to :func:`run_protocol` did."""
+
+    total: int
+    skipped: int
+    done: int = 0
+    failed: int = 0
+    db: str = ""
+    skipped_models: list = field(default_factory=list)
+
+    @property
+    def ran(self) -> int:
+        return self.done + self.failed
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - macOS / Windows
+        return os.cpu_count() or 1
+
+
+def _select(kind: str, requested, valid: list[str]) -> list[str]:
+    if not requested:
+        return list(valid)
+    lower = {v.lower(): v for v in valid}
+    unknown = [r for r in requested if r.lower() not in lower]
+    if unknown:
+        raise ValueError(f"Unknown {kind} {', '.join(map(repr, unknown))}. Valid {kind}s: {', '.join(valid)}.")
+    return [lower[r.lower()] for r in requested]
+
+
+def _needs_data_dir(protocol: Protocol, names: list[str]) -> list[str]:
+    from hdgp.data import list_datasets
+
+    free = set(list_datasets(data_dir=os.devnull))  # synthetic and bundled sets need no folder
+    return [n for n in names
+            if protocol.dataset(n).source != "registry" or (protocol.dataset(n).loader_name or n) not in free]
+
+
+def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, data_dir=None, threads: int = 1,
+               warn_skipped: bool = True) -> tuple[list[TaskSpec], list[str]]:
+    """All tasks of ``protocol`` restricted to the given names.
+
+    Parameters
+    ----------
+    protocol : str, path or Protocol
+    datasets, models : list of str, optional
+        Subsets of the protocol's data-set names and model labels (default: all).
+    splits, seeds : list of int, optional
+        Subsets of split indices / seeds (default: the protocol's). A data set with
+        fewer splits runs those it has.
+    data_dir : path, optional
+        Folder holding ``uci/`` and ``sigp/``; default ``$HDGP_DATA_DIR``.
+    threads : int
+        Torch threads per task.
+    warn_skipped : bool
+        Warn about protocol models whose preset is not registered (they are skipped).
+
+    Returns
+    -------
+    tasks : list of TaskSpec
+    skipped_models : list of str
+        Protocol models left out because their preset is not registered yet.
+
+    Raises
+    ------
+    ValueError
+        Unknown protocol, data set or model names (the message lists valid ones).
+    FileNotFoundError
+        The data folder is needed but missing (the message names ``HDGP_DATA_DIR``).
+    """
+    from hdgp import presets
+    from hdgp.data import DATA_DIR_ENV, find_data_dir
+
+    from .datasets import n_splits
+
+    proto = get_protocol(protocol)
+    ds_names = _select("data set", datasets, [d.name for d in proto.datasets])
+    labels = _select("model", models, [m.label for m in proto.models])
+    registered = {name.lower() for name in presets()}
+    missing = [lab for lab in labels if proto.model(lab).preset.lower() not in registered]
+    if missing and models:
+        raise ValueError(
+            f"Model(s) {', '.join(map(repr, missing))} of protocol {proto.name!r} use presets that are not "
+            f"registered in this installation. Registered presets: {', '.join(presets())}."
+        )
+    if missing and warn_skipped:
+        warnings.warn(f"Skipping model(s) whose preset is not registered yet: {', '.join(missing)}.", HDGPWarning,
+                      stacklevel=2)
+    labels = [lab for lab in labels if lab not in missing]
+    need_dir = _needs_data_dir(proto, ds_names)
+    if need_dir:
+        root = find_data_dir(data_dir)
+        if root is None:
+            given = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
+            why = f"{given!r} is not a folder" if given else f"{DATA_DIR_ENV} is not set"
+            raise FileNotFoundError(
+                f"Benchmark data folder not found ({why}); data set(s) {', '.join(need_dir)} need it. Set "
+                f"{DATA_DIR_ENV} to the folder holding 'uci/' and 'sigp/' (e.g. `export {DATA_DIR_ENV}=../shared/data`)"
+                " or pass --data-dir."
+            )
+        data_dir = str(root.resolve())
+    split_list = list(proto.splits) if splits is None or len(splits) == 0 else [int(s) for s in splits]
+    bad = [s for s in split_list if s < 0]
+    if bad:
+        raise ValueError(f"Splits must be non-negative integers, got {bad}.")
+    seed_list = list(proto.seeds) if seeds is None or len(seeds) == 0 else [int(s) for s in seeds]
+    tasks = []
+    for name in ds_names:
+        spec = proto.dataset(name)
+        available = n_splits(spec, data_dir)
+        for lab in labels:
+            mspec = proto.model(lab)
+            if mspec.task != spec.task:
+                continue
+            for split in split_list:
+                if split >= available:
+                    continue
+                for seed in seed_list:
+                    tasks.append(TaskSpec(proto.name, spec, mspec, split, seed, proto.normalisation,
+                                          dict(proto.estimator_params), data_dir, threads))
+    return tasks, missing
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="task", disable=not enabled, dynamic_ncols=True,
+                mininterval=0.5 if os.isatty(2) else 10.0)
+
+
+def _pool_context():
+    """Fork-server processes on POSIX (workers fork from a server that imported hdgp once), else spawn.
+
+    Never plain fork: the parent may hold torch/OpenMP thread pools that a forked
+    child would inherit in a broken state.
+    """
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["hdgp.bench.task", "hdgp.estimators"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+def _run_local(tasks, workers, threads, on_result, fn=run_task):
+    """Run ``tasks`` in a process pool; a pool broken by a dying worker is rebuilt.
+
+    Tasks in flight when the pool broke are re-run one at a time, so a task that
+    kills its worker on its own is recorded as failed without blaming the others.
+    """
+    ctx = _pool_context()
+    queue = list(tasks)
+    suspects: list = []
+    while queue or suspects:
+        isolate = bool(suspects)
+        source = suspects if isolate else queue
+        limit = 1 if isolate else workers
+        pool = ProcessPoolExecutor(max_workers=limit, mp_context=ctx, initializer=set_threads, initargs=(threads,))
+        in_flight, crashed = {}, []
+        try:
+            while (source or in_flight) and not crashed:
+                while len(in_flight) < limit and source:
+                    task = source.pop(0)
+                    in_flight[pool.submit(fn, task)] = task
+                finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    task = in_flight.pop(fut)
+                    try:
+                        record = fut.result()
+                    except BrokenProcessPool:
+                        crashed.append(task)
+                        continue
+                    on_result(record)
+            crashed.extend(in_flight.values())
+        finally:
+            pool.shutdown(wait=not crashed, cancel_futures=True)
+        if isolate or limit == 1:  # one task in flight: it killed its worker
+            for task in crashed:
+                on_result(failed_record(task, _WORKER_DIED))
+        else:
+            suspects.extend(crashed)
+
+
+def _run_dask(tasks, address, on_result):
+    try:
+        from distributed import Client, as_completed
+    except ImportError as exc:
+        raise ImportError(
+            "--dask-scheduler needs Dask's distributed scheduler: pip install 'hdgp[bench]' "
+            "(or `pip install \"dask[distributed]\"`)."
+        ) from exc
+    with Client(address) as client:
+        futures = {client.submit(run_task, t, pure=False,
+                                 key=f"hdgp-{t.protocol}-{t.dataset.name}-{t.model.label}-{t.split}-{t.seed}-"
+                                     f"{time.time_ns()}"): t for t in tasks}
+        for fut in as_completed(futures):
+            task = futures[fut]
+            try:
+                record = fut.result()
+            except Exception as exc:  # noqa: BLE001 - worker lost, cancelled: still a result
+                record = failed_record(task, f"Dask task failed: {type(exc).__name__}: {exc}")
+            on_result(record)
+
+
+def _run_inline(tasks, threads, on_result):
+    set_threads(threads)
+    for task in tasks:
+        on_result(run_task(task))
+
+
+def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=None, workers=None, threads=1,
+                 dask_scheduler=None, db=None, retry_failed=False, data_dir=None, progress=True,
+                 command=None, warn_skipped=True) -> RunSummary:
+    """Run every task of ``protocol`` that the results store does not hold yet.
+
+    Parameters
+    ----------
+    protocol : str, path or Protocol
+    datasets, models, splits, seeds
+        Restrict the protocol (see :func:`plan_tasks`).
+    workers : int, optional
+        Local worker processes (default ``cores // threads``); ``0`` runs the
+        tasks in this process. Ignored with ``dask_scheduler``.
+    threads : int, default=1
+        Torch threads per task. ``workers * threads`` must not exceed the usable cores.
+    dask_scheduler : str, optional
+        Address of a running Dask distributed scheduler (``tcp://host:8786``) or a
+        ``distributed.LocalCluster``; the tasks then run on its workers, which must
+        have hdgp installed and see the data folder at the same path.
+    db : path, optional
+        Results database (default ``benchmarks/results/<protocol>.sqlite``).
+    retry_failed : bool, default=False
+        Re-run tasks recorded as failed.
+    data_dir : path, optional
+        Benchmark data folder (default ``$HDGP_DATA_DIR``).
+    progress : bool, default=True
+        Show a progress bar (done / failed / remaining, ETA) on stderr.
+    command : str, optional
+        The command line that started the run, logged in the store for report headers.
+    warn_skipped : bool, default=True
+        Warn about protocol models whose preset is not registered (listed in the summary either way).
+
+    Returns
+    -------
+    RunSummary
+    """
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}.")
+    cores = usable_cores()
+    if workers is None:
+        workers = max(1, cores // threads)
+    if workers < 0:
+        raise ValueError(f"workers must be >= 0 (0 runs in this process), got {workers}.")
+    if dask_scheduler is None and max(workers, 1) * threads > cores:
+        raise ValueError(
+            f"workers x threads = {max(workers, 1)} x {threads} exceeds the {cores} usable cores; this "
+            "oversubscribes the CPU and distorts timings. Lower --workers or --threads."
+        )
+    proto = get_protocol(protocol)
+    tasks, skipped_models = plan_tasks(proto, datasets, models, splits, seeds, data_dir, threads, warn_skipped)
+    db_path = Path(db) if db is not None else default_db_path(proto.name)
+    with ResultStore(db_path, writer=True) as store:
+        status = store.status(proto.name)
+        keep = {"done"} if retry_failed else {"done", "failed"}
+        pending = [t for t in tasks if status.get(t.key[1:]) not in keep]
+        summary = RunSummary(total=len(tasks), skipped=len(tasks) - len(pending), db=str(db_path),
+                             skipped_models=skipped_models)
+        started = time.time()
+        run_id = store.log_run(proto.name, command, started, None, len(tasks), summary.skipped, 0, 0,
+                               library_versions(), machine_description())
+        if not pending:
+            store.log_run(proto.name, command, started, time.time(), len(tasks), summary.skipped, 0, 0,
+                          library_versions(), machine_description(), run_id=run_id)
+            return summary
+        if dask_scheduler is None and workers > len(pending):
+            workers = len(pending)
+        bar = _progress(len(pending), proto.name, progress)
+
+        def on_result(record: dict) -> None:
+            record.setdefault("machine", machine_description())
+            store.write(record)
+            if record.get("status") == "done":
+                summary.done += 1
+            else:
+                summary.failed += 1
+            bar.set_postfix(done=summary.done, failed=summary.failed,
+                            remaining=len(pending) - summary.ran, refresh=False)
+            bar.update(1)
+
+        try:
+            if dask_scheduler is not None:
+                _run_dask(pending, dask_scheduler, on_result)
+            elif workers == 0:
+                _run_inline(pending, threads, on_result)
+            else:
+                _run_local(pending, workers, threads, on_result)
+        finally:
+            bar.close()
+            store.log_run(proto.name, command, started, time.time(), len(tasks), summary.skipped, summary.done,
+                          summary.failed, library_versions(), machine_description(), run_id=run_id)
+    return summary

@@ -1,0 +1,255 @@
+"""One benchmark task: fit a preset on one split, predict, score, and describe the run.
+
+:func:`run_task` is what local worker processes and Dask workers execute. It never
+raises for a failing model: the error and traceback come back in the result so
+the run goes on and the store records the failure.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import threading
+import time
+import traceback
+import warnings
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .protocols import DatasetSpec, ModelSpec
+
+__all__ = ["TaskSpec", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
+           "machine_description", "set_threads"]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """Everything a worker needs to run one (data set, model, split, seed) task."""
+
+    protocol: str
+    dataset: DatasetSpec
+    model: ModelSpec
+    split: int
+    seed: int
+    normalisation: str
+    estimator_params: dict = field(default_factory=dict)
+    data_dir: str | None = None
+    threads: int = 1
+
+    @property
+    def key(self) -> tuple:
+        """Primary key in the results store."""
+        return (self.protocol, self.dataset.name, self.model.label, self.split, self.seed)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def set_threads(threads: int) -> None:
+    """Limit torch (and BLAS via the environment) to ``threads`` threads in this process."""
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(threads)
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def library_versions() -> dict:
+    """Versions of Python and the libraries a result depends on."""
+    from importlib import metadata
+
+    out = {"python": platform.python_version()}
+    for pkg in ("hdgp", "torch", "gpytorch", "numpy", "scipy", "scikit-learn"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+def machine_description() -> dict:
+    """Host, platform, processor and usable cores of this process."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:
+        cores = os.cpu_count() or 1
+    return {"host": platform.node(), "platform": platform.platform(), "machine": platform.machine(),
+            "processor": platform.processor() or None, "cores": cores}
+
+
+class _PeakRSS:
+    """Sample this process's resident memory every ``interval`` s (Linux ``/proc``; else ``ru_maxrss``)."""
+
+    def __init__(self, interval: float = 0.02):
+        self.interval = interval
+        self.peak = 0
+        self._stop = threading.Event()
+        self._page = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+    def _rss(self) -> int:
+        try:
+            with open("/proc/self/statm") as fh:
+                return int(fh.read().split()[1]) * self._page
+        except OSError:
+            import resource
+
+            return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    def _loop(self):
+        while not self._stop.wait(self.interval):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self):
+        self.start = self.peak = self._rss()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.peak = max(self.peak, self._rss())
+
+
+def _regression_metrics(est, X, y) -> dict:
+    from hdgp import metrics
+
+    try:
+        mean, std = est.predict(X, return_std=True)
+    except TypeError:
+        mean, std = est.predict(X), None
+    out = {"rmse": metrics.rmse(y, mean), "mse": metrics.mse(y, mean)}
+    if std is not None:
+        std = np.asarray(std, float)
+        if np.all(std > 0):
+            out["nlpd"] = metrics.nlpd(y, mean, std)
+            out["coverage95"] = metrics.interval_coverage(y, mean, std)
+    return out
+
+
+def _classification_metrics(est, X, y, positive) -> dict:
+    from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
+
+    pred = est.predict(X)
+    out = {"accuracy": float(accuracy_score(y, pred))}
+    classes = list(getattr(est, "classes_", np.unique(y)))
+    pos = positive if positive is not None else classes[-1]
+    if len(classes) == 2:
+        out["f1"] = float(f1_score(y, pred, pos_label=pos))
+    if hasattr(est, "predict_proba"):
+        proba = np.clip(est.predict_proba(X), 1e-15, 1.0)
+        out["log_loss"] = float(log_loss(y, proba, labels=classes))
+        if len(classes) == 2 and len(np.unique(y)) == 2:
+            out["auc"] = float(roc_auc_score(y == pos, proba[:, classes.index(pos)]))
+    return out
+
+
+def _scalar(value):
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    if isinstance(value, np.generic):
+        return value.item()
+    return None
+
+
+def _summarise_array(a) -> object:
+    a = np.asarray(a, float).ravel()
+    if a.size == 1:
+        return float(a[0])
+    if a.size <= 8:
+        return [float(v) for v in a]
+    return {"size": int(a.size), "min": float(a.min()), "median": float(np.median(a)), "max": float(a.max())}
+
+
+def hyperparameter_summary(est) -> dict:
+    """Fitted scalars of ``est`` (attributes ending in ``_``) and its torch model's constrained parameters."""
+    out = {}
+    for name, value in vars(est).items():
+        if name.endswith("_") and not name.startswith("_"):
+            v = _scalar(value)
+            if v is not None:
+                out[name] = v
+            elif isinstance(value, np.ndarray) and value.dtype.kind in "fiub" and 0 < value.size <= 16:
+                out[name] = _summarise_array(value)
+    fit_result = getattr(est, "fit_result_", None)
+    if fit_result is not None:
+        for attr in ("loss", "n_evaluations", "converged"):
+            if hasattr(fit_result, attr):
+                out[f"fit_{attr}"] = _scalar(getattr(fit_result, attr))
+    model = getattr(est, "model_", None)
+    if model is not None and hasattr(model, "named_parameters_and_constraints"):
+        for name, param, constraint in model.named_parameters_and_constraints():
+            value = param.detach()
+            if constraint is not None:
+                value = constraint.transform(value)
+                name = name.replace("raw_", "")
+            out[name] = _summarise_array(value.cpu().numpy())
+    return out
+
+
+def _build_estimator(task: TaskSpec):
+    from hdgp import preset
+
+    est = preset(task.model.preset, **task.model.params)
+    accepted = est.get_params(deep=False)
+    extra = {k: v for k, v in task.estimator_params.items() if k in accepted and k not in task.model.params}
+    if "random_state" in accepted:
+        extra["random_state"] = task.seed
+    return est.set_params(**extra) if extra else est
+
+
+def failed_record(task: TaskSpec, error: str) -> dict:
+    """A result record for a task that produced none (its worker died, it was cancelled)."""
+    now = time.time()
+    return {"protocol": task.protocol, "dataset": task.dataset.name, "model": task.model.label,
+            "split": task.split, "seed": task.seed, "preset": task.model.preset, "threads": task.threads,
+            "status": "failed", "error": error, "metrics": {}, "started_at": now, "finished_at": now,
+            "versions": library_versions()}
+
+
+def run_task(task: TaskSpec) -> dict:
+    """Run one task and return its result record (never raises for model errors).
+
+    Returns
+    -------
+    dict with ``status`` ("done" or "failed"), ``metrics``, ``fit_seconds``,
+    ``predict_seconds``, ``peak_rss_mb``, ``hyperparameters``, ``warnings``,
+    ``versions``, ``machine``, ``threads``, ``error``, ``traceback``,
+    ``started_at``, ``finished_at`` and the task's key fields.
+    """
+    from .datasets import load_split
+
+    record = {"protocol": task.protocol, "dataset": task.dataset.name, "model": task.model.label,
+              "split": task.split, "seed": task.seed, "preset": task.model.preset,
+              "threads": task.threads, "started_at": time.time(), "metrics": {}, "hyperparameters": {},
+              "warnings": [], "fit_seconds": None, "predict_seconds": None, "peak_rss_mb": None,
+              "error": None, "traceback": None, "versions": library_versions(), "machine": machine_description()}
+    try:
+        set_threads(task.threads)
+        data = load_split(task.dataset, task.split, task.normalisation, task.data_dir)
+        est = _build_estimator(task)
+        record["n_train"], record["n_test"], record["n_features"] = (
+            int(data.X_train.shape[0]), int(data.X_test.shape[0]), int(data.X_train.shape[1]))
+        with _PeakRSS() as mem, warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            t0 = time.perf_counter()
+            est.fit(data.X_train, data.y_train)
+            t1 = time.perf_counter()
+            if task.dataset.task == "classification":
+                scores = _classification_metrics(est, data.X_test, data.y_test, task.dataset.positive_label)
+            else:
+                scores = _regression_metrics(est, data.X_test, data.y_test)
+            t2 = time.perf_counter()
+        record.update(metrics=scores, fit_seconds=t1 - t0, predict_seconds=t2 - t1,
+                      peak_rss_mb=mem.peak / 2**20, rss_increase_mb=(mem.peak - mem.start) / 2**20,
+                      hyperparameters=hyperparameter_summary(est),
+                      warnings=sorted({f"{w.category.__name__}: {w.message}" for w in caught})[:10],
+                      status="done")
+        bad = [k for k, v in scores.items() if not np.isfinite(v)]
+        if bad:
+            record.update(status="failed", error=f"non-finite metric(s) {bad}: {scores}")
+    except Exception as exc:  # noqa: BLE001 - any model error (MemoryError included) is a result
+        record.update(status="failed", error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+    record["finished_at"] = time.time()
+    return record

@@ -1,0 +1,66 @@
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from hdgp.bench.compare import aggregate, compare, worse_p_value
+
+
+def test_welch_p_value_matches_scipy_one_sided():
+    rng = np.random.default_rng(0)
+    ours = rng.normal(0.30, 0.05, size=10)
+    paper_mean, paper_std, paper_n = 0.27, 0.04, 20
+    p = worse_p_value(ours, paper_mean, paper_std, paper_n, lower_is_better=True)
+    ref = stats.ttest_ind_from_stats(ours.mean(), ours.std(ddof=1), 10, paper_mean, paper_std, paper_n,
+                                     equal_var=False, alternative="greater")
+    assert p == pytest.approx(ref.pvalue, rel=1e-10)
+
+
+def test_one_sample_test_when_paper_has_no_spread():
+    ours = np.array([0.80, 0.82, 0.85, 0.79])
+    p = worse_p_value(ours, 0.84, np.nan, np.nan, lower_is_better=False)  # F1: higher is better
+    ref = stats.ttest_1samp(ours, 0.84, alternative="less")
+    assert p == pytest.approx(ref.pvalue, rel=1e-10)
+
+
+def test_direction_matters():
+    worse_rmse = np.full(10, 0.5) + np.linspace(-0.01, 0.01, 10)
+    assert worse_p_value(worse_rmse, 0.3, 0.02, 20, lower_is_better=True) < 1e-6
+    assert worse_p_value(worse_rmse, 0.3, 0.02, 20, lower_is_better=False) > 1 - 1e-6
+    assert np.isnan(worse_p_value(np.array([0.4]), 0.3, 0.02, 20, True))
+
+
+def _results(values, dataset="yacht", model="RBF-ARD", metric="rmse"):
+    return pd.DataFrame({"dataset": dataset, "model": model, "split": range(len(values)), "status": "done",
+                         f"metric_{metric}": values})
+
+
+def test_compare_flags_match_beat_and_worse():
+    ref = pd.DataFrame({"dataset": ["yacht", "servo", "housing"], "model": "RBF-ARD", "metric": "rmse",
+                        "paper_mean": [0.08, 0.31, 0.30], "paper_std": [0.055, 0.075, np.nan],
+                        "paper_n": [20, 20, np.nan]})
+    rng = np.random.default_rng(1)
+    res = pd.concat([_results(0.08 + 0.03 * rng.standard_normal(10), "yacht"),   # same as the paper
+                     _results(0.60 + 0.01 * rng.standard_normal(10), "servo"),   # clearly worse
+                     _results(0.20 + 0.01 * rng.standard_normal(10), "housing"),  # beats the paper's mean
+                     _results(0.5 + 0.01 * rng.standard_normal(10), "energy")])   # no paper number
+    cmp = compare(aggregate(res, ["rmse"]), ref).set_index("dataset")
+    assert cmp.loc["yacht", "match"] and cmp.loc["housing", "match"]
+    assert cmp.loc["servo", "match"] is False
+    assert cmp.loc["energy", "match"] is None
+    assert cmp.loc["servo", "diff"] == pytest.approx(cmp.loc["servo", "mean"] - 0.31)
+
+
+def test_single_result_compares_the_numbers():
+    ref = pd.DataFrame({"dataset": ["arcene"], "model": ["SIGP m=1"], "metric": ["f1"], "paper_mean": [0.857],
+                        "paper_std": [np.nan], "paper_n": [np.nan]})
+    better = compare(aggregate(_results([0.9], "arcene", "SIGP m=1", "f1"), ["f1"]), ref)
+    worse = compare(aggregate(_results([0.8], "arcene", "SIGP m=1", "f1"), ["f1"]), ref)
+    assert better["match"].iloc[0] and not worse["match"].iloc[0]
+
+
+def test_failed_tasks_are_not_aggregated():
+    res = _results([0.1, 0.2, 99.0])
+    res.loc[2, "status"] = "failed"
+    agg = aggregate(res, ["rmse"])
+    assert agg["n"].iloc[0] == 2 and agg["mean"].iloc[0] == pytest.approx(0.15)

@@ -1,0 +1,126 @@
+import json
+
+import pytest
+
+from hdgp.bench import PROTOCOLS, Protocol, get_protocol, load_reference, plan_tasks
+from hdgp.bench.reference import REFERENCE_DIR_ENV, find_reference_dir
+
+
+def test_builtin_protocols_round_trip_through_json():
+    for proto in PROTOCOLS.values():
+        again = Protocol.from_dict(json.loads(json.dumps(proto.to_dict())))
+        assert again == proto
+
+
+def test_unknown_protocol_lists_valid_names():
+    with pytest.raises(ValueError, match="Valid protocols: rpa-gp-table1, duvenaud-tables, oak-table5"):
+        get_protocol("rpa-table-1")
+
+
+def test_protocol_file_with_unknown_field_is_rejected(tiny_protocol, protocol_file):
+    spec = tiny_protocol()
+    spec["colour"] = "red"
+    with pytest.raises(ValueError, match=r"Unknown protocol field\(s\) \['colour'\]"):
+        get_protocol(str(protocol_file(spec)))
+
+
+def test_bad_normalisation_lists_options(tiny_protocol):
+    spec = tiny_protocol()
+    spec["normalisation"] = "minmax"
+    with pytest.raises(ValueError, match="normalisation must be one of"):
+        Protocol.from_dict(spec)
+
+
+def test_unknown_dataset_and_model_list_valid_ones(tiny_protocol, protocol_file):
+    path = str(protocol_file(tiny_protocol()))
+    with pytest.raises(ValueError, match="Unknown data set 'yacht'.*Valid data sets: bach"):
+        plan_tasks(path, datasets=["yacht"])
+    with pytest.raises(ValueError, match="Unknown model 'GAMM'.*Valid models: Linear"):
+        plan_tasks(path, models=["GAMM"])
+
+
+def test_unregistered_preset_is_an_error_only_when_requested(tiny_protocol, protocol_file):
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
+                                 {"label": "Future", "preset": "Not-Yet-A-Preset"}])
+    path = str(protocol_file(spec))
+    with pytest.raises(ValueError, match="not registered.*Registered presets: .*Linear"):
+        plan_tasks(path, models=["Future"])
+    with pytest.warns(UserWarning, match="Future"):
+        tasks, skipped = plan_tasks(path)
+    assert skipped == ["Future"] and {t.model.label for t in tasks} == {"Linear"}
+
+
+def test_plan_expands_datasets_models_splits_seeds(tiny_protocol, protocol_file):
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"}, {"label": "GAM", "preset": "GAM"}],
+                         splits=(0, 1, 2))
+    tasks, _ = plan_tasks(str(protocol_file(spec)), splits=[0, 2], seeds=[0, 5])
+    assert len(tasks) == 2 * 2 * 2
+    assert {(t.model.label, t.split, t.seed) for t in tasks} == {
+        (m, s, seed) for m in ("Linear", "GAM") for s in (0, 2) for seed in (0, 5)}
+
+
+def test_missing_data_dir_error_names_the_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv("HDGP_DATA_DIR", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="HDGP_DATA_DIR"):
+        plan_tasks("rpa-gp-table1", datasets=["yacht"], models=["RBF-ARD"])
+    monkeypatch.delenv("HDGP_DATA_DIR")
+    with pytest.raises(FileNotFoundError, match="HDGP_DATA_DIR is not set"):
+        plan_tasks("rpa-gp-table1", datasets=["yacht"], models=["RBF-ARD"])
+
+
+def test_reference_dir_from_environment_variable(monkeypatch, tmp_path):
+    monkeypatch.setenv(REFERENCE_DIR_ENV, str(tmp_path))
+    assert find_reference_dir() == tmp_path
+    monkeypatch.setenv(REFERENCE_DIR_ENV, str(tmp_path / "missing"))
+    with pytest.raises(FileNotFoundError, match=REFERENCE_DIR_ENV):
+        find_reference_dir()
+
+
+@pytest.fixture
+def reference_dir(data_dir, monkeypatch):
+    monkeypatch.delenv(REFERENCE_DIR_ENV, raising=False)
+    path = find_reference_dir()
+    if path is None:
+        pytest.skip("shared reference folder not found beside HDGP_DATA_DIR")
+    return path
+
+
+def test_every_rpa_dataset_and_paper_model_has_a_paper_rmse(reference_dir):
+    proto = PROTOCOLS["rpa-gp-table1"]
+    ref = load_reference(proto)
+    have = set(zip(ref["dataset"], ref["model"]))
+    paper_models = [m.label for m in proto.models if m.label not in ("GAM", "Linear")]
+    assert {(d.name, m) for d in proto.datasets for m in paper_models} <= have
+    yacht = ref[(ref.dataset == "yacht") & (ref.model == "RBF-ARD")].iloc[0]
+    assert yacht.metric == "rmse" and yacht.paper_n == 20
+    import pandas as pd
+
+    raw = pd.read_csv(reference_dir / "rpa_gp_table1_rmse.csv")
+    row = raw[(raw.dataset == "yacht") & (raw.model == "RBF-ARD")].iloc[0]
+    assert yacht.paper_mean == pytest.approx(row.rmse_mean)
+    assert yacht.paper_std == pytest.approx(row.rmse_2std / 2)  # the table prints 2*std
+
+
+def test_reference_names_are_mapped_to_ours(reference_dir):
+    oak = load_reference("oak-table5")
+    housing = oak[(oak.dataset == "housing") & (oak.model == "OAK")]
+    assert set(housing.metric) == {"rmse", "nlpd"}
+    # the paper's test log-likelihood (-0.122 on boston) becomes an NLPD of +0.122
+    assert housing[housing.metric == "nlpd"].paper_mean.iloc[0] == pytest.approx(0.122)
+    duv = load_reference("duvenaud-tables")
+    assert {"Linear", "GAM", "RBF-ARD", "Additive"} <= set(duv.model)
+    assert duv[(duv.dataset == "servo") & (duv.model == "Additive") & (duv.metric == "mse")].paper_mean.iloc[0] \
+        == pytest.approx(0.110)
+    sigp = load_reference("sigp-table2")
+    assert sigp[(sigp.dataset == "housing-demo") & (sigp.model == "RBF-ARD")].paper_mean.iloc[0] \
+        == pytest.approx(93.1109)
+
+
+def test_builtin_protocol_data_sets_exist_in_the_shared_folder(data_dir):
+    from hdgp.data import list_datasets
+
+    available = set(list_datasets())
+    for proto in PROTOCOLS.values():
+        for d in proto.datasets:
+            if d.source == "registry":
+                assert (d.loader_name or d.name) in available, (proto.name, d.name)

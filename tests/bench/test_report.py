@@ -1,0 +1,80 @@
+"""Reports: paper numbers beside ours, bold on a match, CSV and PNG outputs."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdgp.bench import ResultStore, make_report, run_protocol
+
+
+def _fake(store, dataset, model, values, metric="rmse"):
+    for split, v in enumerate(values):
+        store.write({"protocol": "tiny", "dataset": dataset, "model": model, "split": split, "seed": 0,
+                     "status": "done", "metrics": {metric: float(v)}, "fit_seconds": 0.1, "predict_seconds": 0.01,
+                     "peak_rss_mb": 500.0, "rss_increase_mb": 1.0, "n_train": 90, "threads": 1,
+                     "versions": {"hdgp": "0"}, "machine": {"platform": "test", "cores": 2}})
+
+
+@pytest.fixture
+def reference_folder(tmp_path):
+    folder = tmp_path / "reference"
+    folder.mkdir()
+    pd.DataFrame({"dataset": ["paperbach", "paperbach"], "model": ["Linear", "Other"],
+                  "rmse_mean": [0.50, 0.1], "rmse_2std": [0.10, 0.02]}).to_csv(folder / "ref.csv", index=False)
+    return folder
+
+
+def _protocol(tiny_protocol, protocol_file):
+    ref = {"file": "ref.csv", "metric": "rmse", "value_column": "rmse_mean", "spread_column": "rmse_2std",
+           "spread": "2std", "n_repeats": 10, "dataset_aliases": {"paperbach": "bach"}}
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"}, {"label": "GAM", "preset": "GAM"},
+                                 {"label": "Other", "preset": "Linear"}], references=[ref])
+    return str(protocol_file(spec))
+
+
+def test_report_puts_paper_numbers_beside_ours_and_bolds_matches(tiny_protocol, protocol_file, reference_folder,
+                                                                 tmp_path):
+    path = _protocol(tiny_protocol, protocol_file)
+    db = tmp_path / "r.sqlite"
+    rng = np.random.default_rng(0)
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "Linear", 0.50 + 0.05 * rng.standard_normal(10))  # matches the paper
+        _fake(store, "bach", "Other", 0.30 + 0.01 * rng.standard_normal(10))   # clearly worse than 0.1
+        _fake(store, "bach", "GAM", 0.2 + 0.01 * rng.standard_normal(10))      # no paper number
+    paths = make_report(path, db=db, out_dir=tmp_path / "out", reference_dir=reference_folder)
+    md = paths["markdown"].read_text()
+    line = {ln.split("|")[2].strip(): ln for ln in md.splitlines() if ln.startswith("| bach |")
+            and "fit" not in ln and ln.count("|") == 8}
+    assert "**" in line["Linear"] and "0.500 ± 0.100" in line["Linear"]
+    assert "**" not in line["Other"] and "0.100 ± 0.020" in line["Other"]
+    assert "**" not in line["GAM"]
+    summary = pd.read_csv(paths["summary_csv"])
+    row = summary[(summary.model == "Other") & (summary.metric == "rmse")].iloc[0]
+    assert row.paper_mean == pytest.approx(0.1) and row.paper_std == pytest.approx(0.01)
+    assert row["diff"] == pytest.approx(row["mean"] - 0.1) and row.p_worse < 1e-6
+    assert paths["plots"] and all(p.stat().st_size > 1000 for p in paths["plots"])
+    assert paths["tasks_csv"].is_file() and len(pd.read_csv(paths["tasks_csv"])) == 30
+
+
+def test_report_of_a_real_run_lists_the_command_and_failures(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
+                                 {"label": "Broken", "preset": "Linear", "params": {"max_iter": -3}}], splits=(0,))
+    path = str(protocol_file(spec))
+    db = tmp_path / "r.sqlite"
+    run_protocol(path, workers=0, db=db, progress=False, command="hdgp bench run tiny.json --workers 0")
+    paths = make_report(path, db=db, out_dir=tmp_path / "out", plots=False)
+    md = paths["markdown"].read_text()
+    assert "hdgp bench run tiny.json --workers 0" in md
+    assert "## Failed tasks" in md and "| bach | Broken | 0 | 0 | 1 |" in md
+    assert "## Cost per task" in md
+
+
+def test_report_without_results_says_how_to_get_them(tiny_protocol, protocol_file, tmp_path):
+    from hdgp.bench import StoreError
+
+    path = str(protocol_file(tiny_protocol()))
+    with pytest.raises(StoreError, match="hdgp bench run"):
+        make_report(path, db=tmp_path / "none.sqlite", out_dir=tmp_path / "out")
+    ResultStore(tmp_path / "empty.sqlite", writer=True).close()
+    with pytest.raises(ValueError, match="No results for protocol 'tiny'"):
+        make_report(path, db=tmp_path / "empty.sqlite", out_dir=tmp_path / "out")

@@ -1,0 +1,63 @@
+"""The runner in this process (workers=0): failures are recorded, re-runs skip, retries are opt-in."""
+
+import numpy as np
+import pytest
+
+from hdgp.bench import ResultStore, run_protocol
+
+
+@pytest.fixture
+def raising_protocol(tiny_protocol, protocol_file):
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
+                                 {"label": "Broken", "preset": "Linear", "params": {"optimizer": "no-such-optimizer"}}])
+    return str(protocol_file(spec))
+
+
+def test_a_raising_task_is_recorded_and_the_run_goes_on(raising_protocol, tmp_path):
+    db = tmp_path / "r.sqlite"
+    summary = run_protocol(raising_protocol, workers=0, db=db, progress=False)
+    assert (summary.total, summary.done, summary.failed) == (4, 2, 2)
+    with ResultStore(db) as store:
+        df = store.frame("tiny")
+    failed = df[df.status == "failed"]
+    assert set(failed.model) == {"Broken"}
+    assert all("optimizer" in e for e in failed.error) and all("Traceback" in t for t in failed.traceback)
+    done = df[df.status == "done"]
+    assert set(done.model) == {"Linear"} and np.isfinite(done.metric_rmse).all()
+    assert (done.fit_seconds > 0).all() and (done.peak_rss_mb > 0).all()
+    assert all(v["torch"] for v in done.versions) and all(m["cores"] >= 1 for m in done.machine)
+    assert all("likelihood.noise_covar.noise" in h for h in done.hyperparameters)
+
+
+def test_rerun_skips_finished_and_failed_tasks_and_retries_on_request(raising_protocol, tmp_path):
+    db = tmp_path / "r.sqlite"
+    run_protocol(raising_protocol, workers=0, db=db, progress=False)
+    with ResultStore(db) as store:
+        before = store.frame("tiny").set_index(["model", "split"])
+    again = run_protocol(raising_protocol, workers=0, db=db, progress=False)
+    assert (again.skipped, again.ran) == (4, 0)
+    retry = run_protocol(raising_protocol, workers=0, db=db, progress=False, retry_failed=True)
+    assert (retry.skipped, retry.failed, retry.done) == (2, 2, 0)
+    with ResultStore(db) as store:
+        after = store.frame("tiny").set_index(["model", "split"])
+        runs = store.runs("tiny")
+    assert (after.loc["Broken", "attempts"] == 2).all()
+    assert (after.loc["Linear", "finished_at"] == before.loc["Linear", "finished_at"]).all()
+    assert len(runs) == 3 and list(runs.done) == [2, 0, 0]
+
+
+def test_workers_times_threads_may_not_exceed_cores(raising_protocol, tmp_path):
+    from hdgp.bench.runner import usable_cores
+
+    with pytest.raises(ValueError, match="exceeds the .* usable cores"):
+        run_protocol(raising_protocol, workers=usable_cores(), threads=2, db=tmp_path / "r.sqlite")
+
+
+def test_results_are_reproducible_per_seed(tiny_protocol, protocol_file, tmp_path):
+    path = str(protocol_file(tiny_protocol(models=[{"label": "GAM", "preset": "GAM"}], splits=(0,))))
+    frames = []
+    for name in ("a", "b"):
+        run_protocol(path, workers=0, db=tmp_path / f"{name}.sqlite", progress=False)
+        with ResultStore(tmp_path / f"{name}.sqlite") as store:
+            frames.append(store.frame("tiny"))
+    assert frames[0].metric_rmse.iloc[0] == pytest.approx(frames[1].metric_rmse.iloc[0], rel=1e-10)
