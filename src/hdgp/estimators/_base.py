@@ -18,6 +18,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._threads import thread_budget
 from ..inference import ENGINES
 from ..priors import smoothed_box_noise_prior
 from ..training import fit_hyperparameters
@@ -75,6 +76,8 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         Inference engine from :data:`hdgp.inference.ENGINES`. ``"auto"`` picks exact
         inference up to :data:`AUTO_EXACT_MAX_N` training rows and the sparse (SGPR)
         engine beyond, when it is available. The choice is stored in ``inference_``.
+        ``"variational"`` (minibatch SVGP) trains with its own loop (natural gradients +
+        Adam); ``optimizer`` and ``n_restarts`` do not apply to it.
     n_inducing : int, default=512
         Number of inducing points for sparse/variational engines.
     noise_lower_bound : float, default=1e-4
@@ -206,6 +209,10 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         self
         """
         X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64)
+        with thread_budget(X.shape[0]):
+            return self._fit(X, y)
+
+    def _fit(self, X: np.ndarray, y: np.ndarray):
         self._validate_common_params()
         self._validate_params_extra()
         self.y_mean_ = float(np.mean(y))
@@ -219,10 +226,14 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         kernel = self._make_kernel(Xt)
         model = self._make_model(kernel, Xt).to(**self._torch_kwargs)
         model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
-        self.fit_result_ = fit_hyperparameters(
-            model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
-            n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
-        )
+        if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
+            self.fit_result_ = model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_,
+                                               verbose=self.verbose)
+        else:
+            self.fit_result_ = fit_hyperparameters(
+                model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
+                n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
+            )
         self.n_iter_ = self.fit_result_.n_evaluations
         model.eval()
         for p in model.parameters():
@@ -263,7 +274,8 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         if return_std and return_cov:
             raise ValueError("At most one of return_std and return_cov can be requested.")
         Xt = self._prepare_predict_inputs(X)
-        mean, var = self.posterior_.predict(Xt, latent=latent, full_cov=return_cov)
+        with thread_budget(self.X_train_.shape[0]):
+            mean, var = self.posterior_.predict(Xt, latent=latent, full_cov=return_cov)
         mean = mean.cpu().numpy() * self.y_scale_ + self.y_mean_
         if return_cov:
             return mean, var.cpu().numpy() * self.y_scale_**2
