@@ -94,3 +94,20 @@ def test_other_measures_fit(measure):
 
 def test_preset():
     assert isinstance(hdgp.preset("OAK", max_order=2), OAKRegressor)
+
+
+def test_plots_in_original_units(fitted, tmp_path):
+    import matplotlib
+
+    est, X, y = fitted
+    fig = est.plot_components([(0,), (0, 1)])
+    fig.savefig(tmp_path / "components.png")
+    # the 1-D panel's x axis spans the raw training range of x0 (flow inverted)
+    line = fig.axes[0].lines[0]
+    np.testing.assert_allclose([line.get_xdata().min(), line.get_xdata().max()], [X[:, 0].min(), X[:, 0].max()], rtol=1e-6)
+    from hdgp.plotting import plot_truncation_curve
+
+    plot_truncation_curve(est.truncation_curve(X[:40], y[:40], max_terms=3)).savefig(tmp_path / "curve.png")
+    assert matplotlib.get_backend().lower() == "agg"
+    with pytest.raises(ValueError, match="first- and second-order"):
+        est.plot_components([(0, 1, 2)])
