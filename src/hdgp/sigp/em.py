@@ -45,17 +45,18 @@ import math
 import warnings
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ..exceptions import ConvergenceWarning
 
-__all__ = ["EMResult", "fit_em", "initial_sigma_beta", "psd_sqrt"]
+__all__ = ["EMResult", "fit_em", "initial_sigma_beta"]
 
 
-def psd_sqrt(S: torch.Tensor) -> torch.Tensor:
+def _psd_sqrt(S: np.ndarray) -> np.ndarray:
     """Symmetric square root of a positive semi-definite matrix (negative eigenvalues clipped)."""
-    evals, evecs = torch.linalg.eigh(0.5 * (S + S.T))
-    return (evecs * evals.clamp_min(0.0).sqrt()) @ evecs.T
+    evals, evecs = np.linalg.eigh(0.5 * (S + S.T))
+    return (evecs * np.sqrt(np.clip(evals, 0.0, None))) @ evecs.T
 
 
 def initial_sigma_beta(PtP: torch.Tensor, scale: float) -> torch.Tensor:
@@ -103,38 +104,32 @@ class EMResult:
     converged: bool = False
 
 
-def _solve_psd(M: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return torch.cholesky_solve(b, torch.linalg.cholesky(M))
-
-
 def _mean_and_e_step(grams, sigma_beta, noise, n):
-    """Mean step (eq. 14), objective J, and E-step (eqs. 9-10) at fixed (Sigma_beta, sigma^2)."""
+    """Mean step (eq. 14), objective J, and E-step (eqs. 9-10) at fixed (Sigma_beta, sigma^2).
+
+    Works on the small Gram blocks only, with plain NumPy (m x m and q x q matrices,
+    where call overhead dominates).
+    """
     PtP, PtD, DtD, Pty, Dty, yty, Omega = grams
     m = PtP.shape[0]
-    eye_m = torch.eye(m, dtype=PtP.dtype, device=PtP.device)
-    S_half = psd_sqrt(sigma_beta)
-    M = noise * eye_m + S_half @ PtP @ S_half
-    M_chol = torch.linalg.cholesky(0.5 * (M + M.T))
-    RtD = S_half @ PtD
-    Rty = S_half @ Pty
+    S_half = _psd_sqrt(sigma_beta)
+    M = noise * np.eye(m) + S_half @ PtP @ S_half
+    L_inv = np.linalg.inv(np.linalg.cholesky(0.5 * (M + M.T)))  # M^-1 = L_inv^T L_inv
+    RtD = L_inv @ (S_half @ PtD)  # whitened: R^T D with R = P Sigma^1/2
+    Rty = L_inv @ (S_half @ Pty)
     # (D^T G^-1 D + Omega) theta = D^T G^-1 y, with G^-1 in Woodbury form (eq. 13)
-    DtGD = (DtD - RtD.T @ torch.cholesky_solve(RtD, M_chol)) / noise
-    DtGy = (Dty - RtD.T @ torch.cholesky_solve(Rty[:, None], M_chol)[:, 0]) / noise
-    theta = _solve_psd(DtGD + Omega, DtGy[:, None])[:, 0]
+    DtGD = (DtD - RtD.T @ RtD) / noise
+    DtGy = (Dty - RtD.T @ Rty) / noise
+    theta = np.linalg.solve(DtGD + Omega, DtGy)
     # residual r = y - D theta through its Gram statistics
     Rtr = Rty - RtD @ theta
-    rtr = yty - 2.0 * float(theta @ Dty) + float(theta @ DtD @ theta)
-    Minv_Rtr = torch.cholesky_solve(Rtr[:, None], M_chol)[:, 0]
-    quad = (rtr - float(Rtr @ Minv_Rtr)) / noise
-    logdet = (n - m) * math.log(noise) + 2.0 * float(torch.log(M_chol.diagonal()).sum())
-    value = -0.5 * (n * math.log(2.0 * math.pi) + logdet + quad) - 0.5 * float(
-        theta @ Omega @ theta
-    )
-    beta = S_half @ Minv_Rtr
-    post_sqrt = math.sqrt(noise) * S_half @ torch.linalg.solve_triangular(
-        M_chol, eye_m, upper=False
-    ).T
-    return theta, beta, post_sqrt, value
+    rtr = yty - 2.0 * theta @ Dty + theta @ DtD @ theta
+    quad = (rtr - Rtr @ Rtr) / noise
+    logdet = (n - m) * math.log(noise) - 2.0 * np.log(np.abs(np.diag(L_inv))).sum()
+    value = -0.5 * (n * math.log(2.0 * math.pi) + logdet + quad) - 0.5 * theta @ Omega @ theta
+    beta = S_half @ (L_inv.T @ Rtr)
+    post_sqrt = math.sqrt(noise) * S_half @ L_inv.T
+    return theta, beta, post_sqrt, float(value)
 
 
 def fit_em(
@@ -185,16 +180,20 @@ def fit_em(
     q1 = D.shape[1]
     Omega = torch.zeros(q1, q1, dtype=dtype, device=device)
     Omega[1:, 1:] = lam * H
-    # Gram blocks, formed once: O(n (m + q)^2)
+    # Gram blocks, formed once: O(n (m + q)^2); the iterations only touch these
     PtP, PtD, DtD = P.T @ P, P.T @ D, D.T @ D
     Pty, Dty, yty = P.T @ y, D.T @ y, float(y @ y)
     var_y = float(((y - y.mean()) ** 2).mean().clamp_min(torch.finfo(dtype).tiny))
     noise_floor = min_noise * var_y
-    sigma_beta = (
-        initial_sigma_beta(PtP, 0.5 * var_y * n / m) if sigma_beta0 is None else sigma_beta0
-    )
+    if sigma_beta0 is None:
+        sigma_beta0 = initial_sigma_beta(PtP, 0.5 * var_y * n / m)
+    sigma_beta = torch.as_tensor(sigma_beta0).detach().cpu().numpy().astype(np.float64)
     noise = 0.5 * var_y if noise0 is None else float(noise0)
-    grams = (PtP, PtD, DtD, Pty, Dty, yty, Omega)
+    grams = tuple(
+        g.detach().cpu().numpy().astype(np.float64) if torch.is_tensor(g) else g
+        for g in (PtP, PtD, DtD, Pty, Dty, yty, Omega)
+    )
+    PtP, PtD, DtD, Pty, Dty = grams[:5]
     objective: list[float] = []
     converged = False
     it = 0
@@ -206,11 +205,11 @@ def fit_em(
             break
         # M-step (eqs. 11-12)
         S_post = post_sqrt @ post_sqrt.T
-        sigma_beta = S_post + torch.outer(beta, beta)
+        sigma_beta = S_post + np.outer(beta, beta)
         Ptr = Pty - PtD @ theta
         rtr = yty - 2.0 * float(theta @ Dty) + float(theta @ DtD @ theta)
-        resid2 = rtr - 2.0 * float(beta @ Ptr) + float(beta @ PtP @ beta)
-        noise = max((resid2 + float((S_post * PtP).sum())) / n, noise_floor)
+        resid2 = rtr - 2.0 * beta @ Ptr + beta @ PtP @ beta
+        noise = max(float(resid2 + (S_post * PtP).sum()) / n, noise_floor)
     if not converged:
         theta, beta, post_sqrt, value = _mean_and_e_step(grams, sigma_beta, noise, n)
         objective.append(value)
@@ -222,12 +221,16 @@ def fit_em(
                 ConvergenceWarning,
                 stacklevel=2,
             )
+
+    def back(a):
+        return torch.as_tensor(a, dtype=dtype, device=device)
+
     return EMResult(
-        sigma_beta=sigma_beta,
+        sigma_beta=back(sigma_beta),
         noise=noise,
-        theta=theta,
-        beta=beta,
-        post_cov_sqrt=post_sqrt,
+        theta=back(theta),
+        beta=back(beta),
+        post_cov_sqrt=back(post_sqrt),
         objective=objective,
         n_iter=it,
         converged=converged,
