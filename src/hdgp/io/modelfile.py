@@ -1,0 +1,341 @@
+r"""The ``.hdgp`` model file: a versioned zip archive with a JSON manifest and tensors.
+
+Layout (format 1.x)
+-------------------
+A model file is a zip archive with exactly these members:
+
+``manifest.json``
+    UTF-8 JSON object::
+
+        {
+          "format": "hdgp-model",
+          "format_version": [1, 0],          # [major, minor]
+          "library_version": "0.1.0",        # hdgp that wrote the file
+          "created": "2026-01-01T00:00:00+00:00",
+          "estimator": {
+            "class": "hdgp.estimators.oak.OAKRegressor",
+            "params": <node>,                # get_params(deep=False)
+            "state": <node>,                 # every other attribute (fitted values)
+            "model": {"state_dict_prefix": "model_state/"} | null
+          },
+          "table": <node> | null,            # hdgp.io.TableSchema of the training table
+          "metadata": <node> | null,         # free-form: metrics, data summary, ...
+          "tensors": {"member": "tensors.pt", "sha256": "...", "count": 12}
+        }
+
+    ``<node>`` is the JSON encoding of :mod:`hdgp.io.codec` (tagged objects such as
+    ``{"$tensor": "t3"}``, ``{"$tuple": [...]}``, ``{"$object": "hdgp...."}``).
+
+``tensors.pt``
+    ``torch.save`` of a flat ``{str: torch.Tensor}`` dictionary (CPU tensors): the
+    ``t<k>`` keys referenced from the manifest and, for GPyTorch-based estimators,
+    the model's ``state_dict`` under ``model_state/``. It is read with
+    ``torch.load(weights_only=True)``, so loading never executes code from the file.
+
+Loading
+-------
+The estimator is created from its class and ``params``, the stored attributes are
+set, and a GPyTorch model (``model_``) is rebuilt with the estimator's own kernel
+and engine factories (:func:`rebuild_model`) before ``load_state_dict``; cached
+posteriors are restored from their stored tensors, so predictions are identical.
+
+Compatibility
+-------------
+Files whose major ``format_version`` differs from :data:`FORMAT_VERSION` are refused
+with :class:`ModelFileError`. A newer minor version only adds optional fields and is
+read with a :class:`~hdgp.exceptions.HDGPWarning`.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import io as _io
+import json
+import os
+import tempfile
+import warnings
+import zipfile
+from pathlib import Path
+
+import torch
+
+from ..exceptions import HDGPWarning
+from .codec import StateDecoder, StateEncoder, UnsupportedStateError, _import_hdgp_class
+
+__all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "read_manifest", "rebuild_model"]
+
+#: (major, minor) of the format this version writes.
+FORMAT_VERSION = (1, 0)
+_FORMAT_NAME = "hdgp-model"
+_MANIFEST = "manifest.json"
+_TENSORS = "tensors.pt"
+_MODEL_PREFIX = "model_state/"
+
+
+class ModelFileError(ValueError):
+    """A model file cannot be written or read (damaged, wrong version, not an hdgp file)."""
+
+
+def _library_version() -> str:
+    from .. import __version__
+
+    return __version__
+
+
+# ---------------------------------------------------------------------- saving
+def _model_modules(est) -> tuple[torch.nn.Module | None, dict]:
+    model = getattr(est, "model_", None)
+    if not isinstance(model, torch.nn.Module):
+        return None, {}
+    return model, {id(m): name for name, m in model.named_modules()}
+
+
+def save(est, path, *, table=None, metadata=None) -> Path:
+    """Write a fitted estimator to ``path`` (a ``.hdgp`` zip archive; see the module docstring).
+
+    The file is written to a temporary file in the same folder and renamed into
+    place, so an interrupted save never leaves a half-written model.
+
+    Parameters
+    ----------
+    est : fitted hdgp estimator
+        Any hdgp estimator (``GPRegressor``, ``OAKRegressor``, ``SIGPRegressor``, ...).
+        A :class:`hdgp.workflow.TabularModel` is saved with its table schema.
+    path : str or Path
+    table : hdgp.io.TableSchema, optional
+        Schema of the training table (columns, types, categorical levels).
+    metadata : dict, optional
+        Extra JSON-like information (metrics, data summary, arrays) to keep.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    ModelFileError
+        If the estimator is not fitted or holds something that cannot be stored.
+    """
+    if hasattr(est, "_to_model_file"):
+        est, table, metadata = est._to_model_file()
+    path = Path(path)
+    if not any(k.endswith("_") and not k.startswith("__") for k in vars(est)):
+        raise ModelFileError(f"{type(est).__name__} is not fitted yet; call fit before saving it.")
+    model, modules = _model_modules(est)
+    encoder = StateEncoder(modules)
+    cls = type(est)
+    try:
+        params = est.get_params(deep=False)
+        manifest = {
+            "format": _FORMAT_NAME,
+            "format_version": list(FORMAT_VERSION),
+            "library_version": _library_version(),
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "estimator": {
+                "class": f"{cls.__module__}.{cls.__qualname__}",
+                "params": encoder.encode(params, "parameter"),
+                "state": encoder.encode({k: v for k, v in vars(est).items() if k not in params}, "attribute"),
+                "model": {"state_dict_prefix": _MODEL_PREFIX} if model is not None else None,
+            },
+            "table": encoder.encode(table, "table"),
+            "metadata": encoder.encode(metadata, "metadata"),
+        }
+    except UnsupportedStateError as exc:
+        raise ModelFileError(f"Cannot save this {cls.__name__}: {exc}") from exc
+    tensors = dict(encoder.tensors)
+    if model is not None:
+        tensors.update({_MODEL_PREFIX + k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+    buffer = _io.BytesIO()
+    torch.save(tensors, buffer)
+    blob = buffer.getvalue()
+    manifest["tensors"] = {"member": _TENSORS, "sha256": hashlib.sha256(blob).hexdigest(), "count": len(tensors)}
+    _atomic_write_zip(path, json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8"), blob)
+    return path
+
+
+def _atomic_write_zip(path: Path, manifest: bytes, blob: bytes) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    if not folder.is_dir():
+        raise ModelFileError(f"Cannot write {path}: the folder {folder} does not exist.")
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+            zf.writestr(_MANIFEST, manifest)
+            zf.writestr(_TENSORS, blob)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --------------------------------------------------------------------- loading
+def _damaged(path, why: str) -> ModelFileError:
+    return ModelFileError(
+        f"{path} is not a readable hdgp model file ({why}). It may be truncated or damaged, or not "
+        "have been written by `hdgp.save` / `hdgp fit`; save or fit the model again."
+    )
+
+
+def _read_members(path) -> tuple[dict, bytes]:
+    path = Path(path)
+    if not path.exists():
+        raise ModelFileError(f"Model file {path} does not exist.")
+    if path.is_dir():
+        raise ModelFileError(f"{path} is a folder, not a model file.")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            names = set(zf.namelist())
+            if _MANIFEST not in names:
+                raise _damaged(path, f"no {_MANIFEST} inside")
+            manifest = json.loads(zf.read(_MANIFEST).decode("utf-8"))
+            blob = zf.read(_TENSORS) if _TENSORS in names else None
+    except ModelFileError:
+        raise
+    except (zipfile.BadZipFile, EOFError, OSError, zipfile.LargeZipFile) as exc:
+        raise _damaged(path, f"not a valid zip archive: {exc}") from exc
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _damaged(path, f"its manifest is not valid JSON: {exc}") from exc
+    except Exception as exc:  # zlib.error and friends from a corrupt stream
+        raise _damaged(path, f"{type(exc).__name__}: {exc}") from exc
+    if not isinstance(manifest, dict) or manifest.get("format") != _FORMAT_NAME:
+        raise _damaged(path, "its manifest does not describe an hdgp model")
+    return manifest, blob
+
+
+def _check_version(path, manifest: dict) -> None:
+    version = manifest.get("format_version")
+    if not (isinstance(version, list) and len(version) == 2 and all(isinstance(v, int) for v in version)):
+        raise _damaged(path, f"invalid format_version {version!r}")
+    writer = manifest.get("library_version", "unknown")
+    if version[0] != FORMAT_VERSION[0]:
+        newer = version[0] > FORMAT_VERSION[0]
+        raise ModelFileError(
+            f"{path} uses model-file format {version[0]}.{version[1]} (written by hdgp {writer}), but this "
+            f"hdgp {_library_version()} reads format {FORMAT_VERSION[0]}.x only. "
+            + ("Upgrade hdgp (pip install -U hdgp) to read it." if newer
+               else "Refit the model with this version of hdgp.")
+        )
+    if version[1] > FORMAT_VERSION[1]:
+        warnings.warn(
+            f"{path} was written by a newer hdgp ({writer}, format {version[0]}.{version[1]}); "
+            "fields this version does not know are ignored.", HDGPWarning, stacklevel=3,
+        )
+
+
+def read_manifest(path) -> dict:
+    """Return the manifest of a model file without loading tensors (checks the format version)."""
+    manifest, _ = _read_members(path)
+    _check_version(path, manifest)
+    return manifest
+
+
+def _load_tensors(path, manifest: dict, blob: bytes | None) -> dict:
+    info = manifest.get("tensors") or {}
+    if blob is None:
+        raise _damaged(path, f"no {_TENSORS} inside")
+    if info.get("sha256") != hashlib.sha256(blob).hexdigest():
+        raise _damaged(path, "the tensor data does not match its checksum")
+    try:
+        tensors = torch.load(_io.BytesIO(blob), map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise _damaged(path, f"cannot read the tensors: {exc}") from exc
+    if not isinstance(tensors, dict) or not all(isinstance(v, torch.Tensor) for v in tensors.values()):
+        raise _damaged(path, "the tensor data is not a dictionary of tensors")
+    return tensors
+
+
+def rebuild_model(est) -> torch.nn.Module:
+    """Recreate the (untrained) GPyTorch model of a fitted estimator from its fitted attributes.
+
+    An estimator class can define ``_rebuild_model(self)`` to do this itself; the
+    default, for :class:`~hdgp.estimators.BaseGPRegressor` families, calls the
+    estimator's ``_make_kernel`` and ``_make_model`` on the stored training inputs
+    ``X_train_`` (structure only: the values come from the saved state dict).
+    """
+    if hasattr(est, "_rebuild_model"):
+        return est._rebuild_model()
+    if not (hasattr(est, "_make_kernel") and hasattr(est, "_make_model") and hasattr(est, "X_train_")):
+        raise TypeError(f"{type(est).__name__} does not say how to rebuild its model (no _rebuild_model).")
+    X = est.X_train_
+    kernel = est._make_kernel(X)
+    model = est._make_model(kernel, X)
+    return model.to(dtype=X.dtype, device=X.device)
+
+
+def load(path):
+    """Read a model written by :func:`save` (or ``hdgp fit``).
+
+    Returns
+    -------
+    estimator or hdgp.workflow.TabularModel
+        A :class:`~hdgp.workflow.TabularModel` when the file holds a table schema
+        (files written by ``hdgp fit``), otherwise the fitted estimator.
+
+    Raises
+    ------
+    ModelFileError
+        Missing, truncated or damaged file; file from an incompatible format version.
+    """
+    est, table, metadata = load_parts(path)
+    if table is not None:
+        from ..workflow.tabular import TabularModel
+
+        return TabularModel._from_model_file(est, table, metadata)
+    return est
+
+
+def load_parts(path):
+    """Like :func:`load` but return ``(estimator, table schema or None, metadata or None)``."""
+    manifest, blob = _read_members(path)
+    _check_version(path, manifest)
+    tensors = _load_tensors(path, manifest, blob)
+    try:
+        spec = manifest["estimator"]
+        cls = _import_hdgp_class(spec["class"])
+        first = StateDecoder(tensors)
+        est = cls(**first.decode(spec["params"]))
+        state_node = spec["state"]
+        model_info = spec.get("model")
+    except ModelFileError:
+        raise
+    except Exception as exc:
+        raise _damaged(path, f"cannot rebuild the estimator: {exc}") from exc
+    modules = None
+    if model_info is not None:
+        # pass 1: everything except references to the model, which is rebuilt from them
+        plain = {k: v for k, v in first.decode(_strip_modules(state_node)).items()}
+        est.__dict__.update(plain)
+        try:
+            model = rebuild_model(est)
+            prefix = model_info["state_dict_prefix"]
+            model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+        except Exception as exc:
+            raise _damaged(path, f"cannot rebuild the {cls.__name__} model: {exc}") from exc
+        model.eval()
+        for p in model.parameters():
+            p.requires_grad_(False)
+        modules = dict(model.named_modules())
+    try:
+        decoder = StateDecoder(tensors, modules)
+        est.__dict__.update(decoder.decode(state_node))
+        table = decoder.decode(manifest.get("table"))
+        metadata = decoder.decode(manifest.get("metadata"))
+    except Exception as exc:
+        raise _damaged(path, f"cannot restore the fitted state: {exc}") from exc
+    return est, table, metadata
+
+
+def _strip_modules(node):
+    """The ``$dict`` state node without the attributes that reference model modules."""
+    def has_module(n) -> bool:
+        if isinstance(n, dict):
+            return "$module" in n or any(has_module(v) for v in n.values())
+        if isinstance(n, list):
+            return any(has_module(v) for v in n)
+        return False
+
+    return {"$dict": [kv for kv in node["$dict"] if not has_module(kv[1])]}

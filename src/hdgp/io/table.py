@@ -1,0 +1,297 @@
+"""Read a user's table (CSV / Parquet) and turn it into model inputs with clear errors.
+
+:func:`read_table` reads the file; :meth:`TableSchema.infer` decides which columns
+are features, which are categorical and checks the target; :meth:`TableSchema.encode`
+turns any later table with the same columns into the numeric matrix the estimator
+saw during fit (categorical levels as integer codes, or one-hot columns).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["TableError", "TableSchema", "read_table", "MAX_CATEGORICAL_LEVELS"]
+
+#: A text column with more distinct values than this is treated as an identifier, not a category.
+MAX_CATEGORICAL_LEVELS = 50
+#: A text column whose non-empty cells parse as numbers at least this often is a numeric column with typos.
+_NUMERIC_SHARE = 0.8
+_SHOW = 5  # rows / values quoted in error messages
+
+_READERS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+class TableError(ValueError):
+    """The table cannot be used as given; the message names the column, rows and a fix."""
+
+
+def _rows(labels, limit: int = _SHOW) -> str:
+    """Row labels for messages: integer labels count data rows from 1 (the header is not a row)."""
+    labels = list(labels)
+    shown = [str(int(i) + 1) if isinstance(i, (int, np.integer)) else repr(i) for i in labels[:limit]]
+    more = len(labels) - limit
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+
+
+def _suggest(name: str, choices) -> str:
+    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=3)
+    return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+
+
+def read_table(path) -> pd.DataFrame:
+    """Read a CSV (``.csv``, ``.txt``), TSV (``.tsv``) or Parquet (``.parquet``, ``.pq``) file.
+
+    Raises
+    ------
+    TableError
+        The file is missing, empty, of an unknown type or cannot be parsed.
+    """
+    path = Path(path)
+    kind = _READERS.get(path.suffix.lower())
+    if kind is None:
+        raise TableError(f"Cannot read {path}: use a .csv, .tsv or .parquet file (got {path.suffix or 'no extension'!r}).")
+    if not path.is_file():
+        raise TableError(f"Data file {path} does not exist.")
+    if path.stat().st_size == 0:
+        raise TableError(f"Data file {path} is empty.")
+    try:
+        if kind == "parquet":
+            frame = pd.read_parquet(path)
+        else:
+            frame = pd.read_csv(path, sep="," if kind == "csv" else "\t", skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise TableError(f"Data file {path} is empty.") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
+        raise TableError(f"Cannot parse {path}: {exc}".rstrip() + " Check that it is a valid "
+                         f"{kind.upper()} file with one header row.") from exc
+    if frame.shape[1] == 0 or frame.shape[0] == 0:
+        raise TableError(f"Data file {path} has no data rows (only a header, or nothing).")
+    frame.columns = [str(c).strip() for c in frame.columns]
+    dupes = frame.columns[frame.columns.duplicated()].tolist()
+    if dupes:
+        raise TableError(f"Data file {path} has duplicated column names {dupes}; rename them.")
+    return frame
+
+
+def _is_text(series: pd.Series) -> bool:
+    return (series.dtype == object or pd.api.types.is_string_dtype(series)
+            or isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(series))
+
+
+def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
+    """Convert to float64; cells that are not numbers raise a TableError naming them."""
+    if pd.api.types.is_bool_dtype(series):
+        return series.astype(np.float64)
+    values = pd.to_numeric(series, errors="coerce")
+    bad = values.isna() & series.notna()
+    if bad.any():
+        examples = sorted({str(v) for v in series[bad].head(_SHOW)})
+        raise TableError(
+            f"Column {name!r} should hold numbers, but rows {_rows(series.index[bad.to_numpy()])} contain "
+            f"{', '.join(repr(e) for e in examples)}. Fix those cells{hint}."
+        )
+    return values.astype(np.float64)
+
+
+def _check_missing(frame: pd.DataFrame, what: str) -> None:
+    missing = frame.isna()
+    if missing.to_numpy().any():
+        parts = [f"{c!r} (rows {_rows(frame.index[missing[c].to_numpy()])})" for c in frame.columns if missing[c].any()]
+        raise TableError(
+            f"The {what} has missing values in column(s) {'; '.join(parts)}. hdgp needs complete "
+            "rows: fill or remove these cells, drop the columns (--drop), or remove incomplete rows "
+            "(--drop-missing on the command line, TableSchema.infer(..., drop_missing=True) in Python)."
+        )
+
+
+@dataclass
+class TableSchema:
+    """Columns of a training table and how they become model inputs.
+
+    Attributes
+    ----------
+    target : str or None
+        Target column.
+    features : list of str
+        Feature columns, in training order.
+    kinds : dict
+        ``column -> "numeric" | "categorical"``.
+    dtypes : dict
+        ``column -> pandas dtype name`` seen during fit.
+    levels : dict
+        ``categorical column -> list of level labels (str)`` in code order.
+    encoding : {"codes", "onehot"}
+        Categorical columns become one integer-code column (models with categorical
+        kernels, e.g. OAK) or one 0/1 column per level (all other models).
+    dropped : list of str
+        Columns ignored on purpose (``--drop``).
+    """
+
+    target: str | None
+    features: list
+    kinds: dict
+    dtypes: dict
+    levels: dict = field(default_factory=dict)
+    encoding: str = "codes"
+    dropped: list = field(default_factory=list)
+
+    # ---------------------------------------------------------------- infer
+    @classmethod
+    def infer(cls, frame: pd.DataFrame, target: str, *, categorical=(), drop=(), drop_missing: bool = False,
+              max_levels: int = MAX_CATEGORICAL_LEVELS):
+        """Choose features and their kinds, check the target, and return ``(schema, X, y)``.
+
+        Text, boolean and pandas-categorical columns are categorical; numbers are
+        numeric unless listed in ``categorical``. A text column that mostly holds
+        numbers is reported as a numeric column with bad cells.
+
+        Parameters
+        ----------
+        frame : DataFrame
+        target : str
+            Name of the column to predict (must be numeric with ≥ 2 distinct values).
+        categorical : sequence of str
+            Columns to treat as categorical regardless of their type.
+        drop : sequence of str
+            Columns to ignore (identifiers, leakage, free text).
+        drop_missing : bool, default=False
+            Remove rows with a missing value instead of raising.
+        max_levels : int
+            Text columns with more distinct values are rejected as identifiers.
+
+        Returns
+        -------
+        schema : TableSchema
+        X : DataFrame of the feature columns (original values)
+        y : ndarray of float
+        """
+        columns = list(frame.columns)
+        for name, what in [(target, "target")] + [(c, "--categorical") for c in categorical] + [(c, "--drop") for c in drop]:
+            if name not in columns:
+                raise TableError(f"The {what} column {name!r} is not in the table.{_suggest(name, columns)} "
+                                 f"Columns are: {', '.join(map(repr, columns))}.")
+        if target in drop or target in categorical:
+            raise TableError(f"The target column {target!r} cannot also be dropped or declared categorical.")
+        features = [c for c in columns if c != target and c not in drop]
+        if not features:
+            raise TableError("No feature columns are left after removing the target and the dropped columns.")
+        used = frame[features + [target]]
+        if drop_missing:
+            used = used.dropna()
+            if used.empty:
+                raise TableError("Every row has a missing value; nothing is left after --drop-missing.")
+        _check_missing(used, "table")
+        y = _numeric_or_error(used[target], target,
+                              " (hdgp fits regression models: the target must be numeric)")
+        if y.nunique() < 2:
+            raise TableError(
+                f"The target column {target!r} has {y.nunique()} distinct value(s) ({y.iloc[0]!r}); a model "
+                "needs a target that varies. Check that you chose the right --target column."
+            )
+        kinds, levels = {}, {}
+        for c in features:
+            s = used[c]
+            if c in categorical or isinstance(s.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(s):
+                kinds[c] = "categorical"
+            elif _is_text(s):
+                share = pd.to_numeric(s, errors="coerce").notna().mean()
+                if share >= _NUMERIC_SHARE:
+                    _numeric_or_error(s, c, f", or declare the column categorical with --categorical {c}")
+                n_levels = s.nunique()
+                if n_levels > max_levels:
+                    raise TableError(
+                        f"Column {c!r} holds text with {n_levels} distinct values in {len(s)} rows; it looks "
+                        f"like an identifier or free text, not a category (at most {max_levels} levels). "
+                        f"Drop it with --drop {c}."
+                    )
+                kinds[c] = "categorical"
+            else:
+                kinds[c] = "numeric"
+            if kinds[c] == "categorical":
+                cats = s.cat.categories if isinstance(s.dtype, pd.CategoricalDtype) else sorted(s.unique(), key=_level_key)
+                levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
+        schema = cls(target=target, features=features, kinds=kinds,
+                     dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
+        return schema, used[features], y.to_numpy()
+
+    # --------------------------------------------------------------- encode
+    @property
+    def categorical(self) -> list:
+        """Categorical feature columns."""
+        return [c for c in self.features if self.kinds[c] == "categorical"]
+
+    @property
+    def encoded_names(self) -> list:
+        """Column names of :meth:`encode`'s output."""
+        if self.encoding == "codes":
+            return list(self.features)
+        out = []
+        for c in self.features:
+            out += [f"{c}={v}" for v in self.levels[c]] if self.kinds[c] == "categorical" else [c]
+        return out
+
+    def check_columns(self, frame: pd.DataFrame) -> None:
+        """Raise a :class:`TableError` when feature columns are missing (extra columns are ignored)."""
+        missing = [c for c in self.features if c not in frame.columns]
+        if missing:
+            hints = "".join(_suggest(c, frame.columns) for c in missing[:3])
+            raise TableError(
+                f"The table is missing the column(s) {', '.join(map(repr, missing))} that the model was "
+                f"trained on.{hints} Expected columns: {', '.join(map(repr, self.features))}."
+            )
+
+    def encode(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Numeric model inputs for ``frame`` (columns reordered by name; extra columns ignored).
+
+        Raises
+        ------
+        TableError
+            Missing columns, missing values, text in a numeric column, or a
+            categorical level that was not seen during fit.
+        """
+        self.check_columns(frame)
+        frame = frame[self.features]
+        _check_missing(frame, "table")
+        out = {}
+        for c in self.features:
+            s = frame[c]
+            if self.kinds[c] == "numeric":
+                out[c] = _numeric_or_error(s, c, " (this column was numeric when the model was trained)")
+                continue
+            labels = s.map(_level_label)
+            known = {v: i for i, v in enumerate(self.levels[c])}
+            unseen = ~labels.isin(list(known))
+            if unseen.any():
+                values = sorted(set(labels[unseen]))[:_SHOW]
+                raise TableError(
+                    f"Column {c!r} has value(s) {', '.join(map(repr, values))} in rows "
+                    f"{_rows(frame.index[unseen.to_numpy()])} that the model never saw during training "
+                    f"(known: {', '.join(map(repr, self.levels[c]))}). Map them to a known level or refit."
+                )
+            codes = labels.map(known).astype(np.float64)
+            if self.encoding == "codes":
+                out[c] = codes
+            else:
+                for i, v in enumerate(self.levels[c]):
+                    out[f"{c}={v}"] = (codes == i).astype(np.float64)
+        return pd.DataFrame(out, index=frame.index)
+
+    def level_labels(self, column: str, codes) -> list:
+        """Level labels for integer ``codes`` of a categorical column."""
+        return [self.levels[column][int(round(v))] for v in np.asarray(codes, float)]
+
+
+def _level_label(value) -> str:
+    """Canonical string of a categorical cell: ``3.0`` and ``3`` both read as ``"3"``."""
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _level_key(value):
+    return (0, float(value), "") if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) else (1, 0.0, str(value))
