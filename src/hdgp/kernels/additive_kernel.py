@@ -111,12 +111,17 @@ class _AdditiveSum(torch.autograd.Function):
         flat_grad = grad_out.reshape(-1)
         grad_base = torch.empty_like(flat_base) if ctx.needs_input_grad[0] else None
         grad_var = torch.zeros_like(variances)
+        # buffers reused across tiles (fresh allocations page-fault on every tile)
+        width = min(ctx.chunk, flat_grad.numel())
+        prefix_buf = flat_base.new_empty((n_dims, max_order, width))
+        e_buf = flat_base.new_empty((max_order + 1, width))
         for start in range(0, flat_grad.numel(), ctx.chunk):
             k = flat_base[:, start : start + ctx.chunk]
             g = flat_grad[start : start + ctx.chunk]
             # prefix[i, r] = e_r(k_1..k_{i-1}) for r < R: the values each step multiplies
-            prefix = k.new_empty((n_dims, max_order) + k.shape[1:])
-            e = k.new_zeros((max_order + 1,) + k.shape[1:])
+            prefix = prefix_buf[..., : k.shape[1]]
+            e = e_buf[:, : k.shape[1]]
+            e.zero_()
             e[0] = 1.0
             for i in range(n_dims):
                 prefix[i] = e[:max_order]
