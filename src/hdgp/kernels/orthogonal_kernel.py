@@ -19,10 +19,10 @@ p(x)\\,dx` of OAK eq. (14) used for analytic Sobol indices.
 from __future__ import annotations
 
 import torch
-from gpytorch.constraints import Positive
 from gpytorch.kernels import Kernel
 
 from ..measures import MixtureMeasure
+from . import log_positive
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel"]
 
@@ -70,6 +70,7 @@ class ConstrainedSEKernel(Kernel):
     def __init__(self, measure: MixtureMeasure, **kwargs):
         if not isinstance(measure, MixtureMeasure):
             raise TypeError(f"measure must be a MixtureMeasure, got {type(measure).__name__}.")
+        kwargs.setdefault("lengthscale_constraint", log_positive())
         super().__init__(batch_shape=torch.Size([measure.num_dims]), **kwargs)
         self.measure = measure
 
@@ -190,7 +191,7 @@ class ConstrainedCategoricalKernel(Kernel):
         init_w = 0.5 * torch.randn(n_levels, int(rank), generator=gen, dtype=torch.float64)
         self.register_parameter("raw_covar_factor", torch.nn.Parameter(init_w))
         self.register_parameter("raw_kappa", torch.nn.Parameter(torch.zeros(n_levels, dtype=torch.float64)))
-        self.register_constraint("raw_kappa", Positive())
+        self.register_constraint("raw_kappa", log_positive())
         self.initialize(raw_kappa=self.raw_kappa_constraint.inverse_transform(torch.ones(n_levels)))
 
     @property
