@@ -111,3 +111,12 @@ def test_plots_in_original_units(fitted, tmp_path):
     assert matplotlib.get_backend().lower() == "agg"
     with pytest.raises(ValueError, match="first- and second-order"):
         est.plot_components([(0, 1, 2)])
+
+
+def test_pickle_roundtrip(fitted):
+    import pickle
+
+    est, X, _ = fitted
+    clone = pickle.loads(pickle.dumps(est))
+    np.testing.assert_allclose(clone.predict(X[:5]), est.predict(X[:5]))
+    assert clone.sobol_indices_ == est.sobol_indices_

@@ -168,6 +168,15 @@ def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optio
     return _AdditiveSum.apply(base, order_variances, int(chunk))
 
 
+def _get_order_variances(module):
+    # module-level (not a lambda) so kernels with priors can be pickled
+    return module.order_variances
+
+
+def _set_order_variances(module, value):
+    module._set_order_variances(value)
+
+
 class AdditiveKernel(Kernel):
     r"""Additive kernel with interactions of all orders 0..R and one variance per order.
 
@@ -263,8 +272,8 @@ class AdditiveKernel(Kernel):
             self.register_prior(
                 "order_variance_prior",
                 order_variance_prior,
-                lambda m: m.order_variances,
-                lambda m, v: m._set_order_variances(v),
+                _get_order_variances,
+                _set_order_variances,
             )
         init = [1.0 / ((max_order + 1) * math.comb(num_dims, r)) for r in range(max_order + 1)]
         self._set_order_variances(torch.tensor(init))
