@@ -1,0 +1,150 @@
+"""SVGP: exact limit, ELBO bound, minibatch training, bad input, estimator integration."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from gpytorch.kernels import RBFKernel, ScaleKernel
+
+from hdgp import GPRegressor
+from hdgp.exceptions import ConvergenceWarning, NumericalWarning
+from hdgp.inference import ENGINES, ExactGPModel, SVGPModel, fit_svgp
+
+
+def _data(n=60, d=3, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, d, generator=gen, dtype=torch.float64)
+    y = torch.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * torch.randn(n, generator=gen, dtype=torch.float64)
+    return X, y
+
+
+def _kernel():
+    k = ScaleKernel(RBFKernel(ard_num_dims=3)).double()
+    k.base_kernel.lengthscale = torch.tensor([0.9, 1.3, 1.7], dtype=torch.float64)
+    k.outputscale = 1.3
+    return k
+
+
+def _fixed_hyper_svgp(Z, **kw):
+    model = SVGPModel(_kernel(), inducing_points=Z, learn_inducing=False, **kw)
+    model.likelihood.noise = 0.05
+    model.mean.constant.data.fill_(0.2)
+    for p in model.hyperparameters():
+        p.requires_grad_(False)
+    return model
+
+
+def _exact():
+    model = ExactGPModel(_kernel()).double()
+    model.likelihood.noise = 0.05
+    model.mean.constant.data.fill_(0.2)
+    return model
+
+
+def test_registered_as_variational_engine():
+    assert ENGINES["variational"] is SVGPModel
+    assert SVGPModel.uses_inducing_points
+
+
+def test_one_full_batch_natural_gradient_step_reaches_exact_posterior():
+    # Gaussian likelihood is conjugate: with Z = X and fixed hyperparameters a natural-gradient
+    # step of length 1 on the full batch lands on the optimal q(u), i.e. the exact posterior,
+    # and the ELBO then equals the exact log marginal likelihood.
+    X, y = _data()
+    model = _fixed_hyper_svgp(X)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit_svgp(model, X, y, batch_size=len(y), max_iter=1, ngd_lr=1.0)
+    Xs = torch.randn(20, 3, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    exact = _exact()
+    m0, v0 = exact.posterior(X, y).predict(Xs, latent=True)
+    post = model.posterior()
+    m1, v1 = post.predict(Xs, latent=True)
+    torch.testing.assert_close(m1, m0, rtol=0, atol=1e-3)
+    torch.testing.assert_close(v1, v0, rtol=0, atol=1e-4)
+    lml = -exact.neg_log_marginal_likelihood(X, y).item()
+    assert model.elbo(X, y).item() == pytest.approx(lml, abs=1e-2)
+    # our posterior object agrees with GPyTorch's own prediction path
+    model.eval()
+    out = model(Xs)
+    torch.testing.assert_close(out.mean.detach(), m1, rtol=0, atol=1e-8)
+    torch.testing.assert_close(out.variance.detach(), v1, rtol=0, atol=1e-5)
+
+
+def test_minibatch_training_approaches_exact_posterior_and_elbo_stays_below_evidence():
+    X, y = _data(n=80)
+    model = _fixed_hyper_svgp(X)
+    lml = -_exact().neg_log_marginal_likelihood(X, y).item()
+    before = model.elbo(X, y).item()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        fit_svgp(model, X, y, batch_size=16, max_iter=150, ngd_lr=0.2, random_state=0)
+    after = model.elbo(X, y).item()
+    assert before < after <= lml + 1e-6
+    assert after == pytest.approx(lml, abs=0.5)
+    Xs = torch.randn(20, 3, generator=torch.Generator().manual_seed(6), dtype=torch.float64)
+    m0, _ = _exact().posterior(X, y).predict(Xs, latent=True)
+    m1, _ = model.posterior().predict(Xs, latent=True)
+    assert (m1 - m0).abs().max() < 0.05
+
+
+def test_streams_numpy_arrays_and_same_seed_same_result():
+    X, y = _data(n=50)
+    results = []
+    for _ in range(2):
+        model = _fixed_hyper_svgp(X[:10].clone())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit_svgp(model, X.numpy(), y.numpy(), batch_size=8, max_iter=20, random_state=3)
+        results.append(model.posterior().alpha)
+    torch.testing.assert_close(results[0], results[1], rtol=0, atol=0)
+
+
+def test_non_finite_elbo_stops_and_keeps_last_good_state(monkeypatch):
+    X, y = _data(n=40)
+    model = SVGPModel(_kernel(), inducing_points=X[:8].clone())
+    calls = {"n": 0}
+    original = model.likelihood.expected_log_prob
+
+    def flaky(*args, **kwargs):
+        calls["n"] += 1
+        out = original(*args, **kwargs)
+        return out * float("nan") if calls["n"] > 45 else out
+
+    monkeypatch.setattr(model.likelihood, "expected_log_prob", flaky)
+    with pytest.warns(NumericalWarning, match="non-finite"):
+        result = fit_svgp(model, X, y, batch_size=40, max_iter=100)
+    assert not result.converged
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+    assert result.n_evaluations == 46
+
+
+def test_bad_inputs_raise_clear_errors():
+    X, y = _data(n=20)
+    model = SVGPModel(_kernel(), inducing_points=X[:5].clone())
+    with pytest.raises(ValueError, match="batch_size"):
+        fit_svgp(model, X, y, batch_size=21)
+    with pytest.raises(ValueError, match="n_inducing"):
+        SVGPModel(_kernel(), X=X, n_inducing=21)
+    clf = SVGPModel(_kernel(), inducing_points=X[:5].clone(), likelihood="bernoulli")
+    with pytest.raises(ValueError, match=r"labels in \{0, 1\}"):
+        fit_svgp(clf, X, torch.sign(y))
+    with pytest.raises(ValueError, match="likelihood"):
+        SVGPModel(_kernel(), inducing_points=X[:5].clone(), likelihood="poisson")
+
+
+@pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
+def test_gp_regressor_with_variational_inference():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((120, 2))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(120)
+    est = GPRegressor(inference="variational", n_inducing=20, max_iter=150, random_state=0).fit(X, y)
+    assert est.inference_ == "variational"
+    assert est.n_iter_ <= 150
+    Xs = rng.standard_normal((50, 2))
+    mean, std = est.predict(Xs, return_std=True)
+    truth = np.sin(2 * Xs[:, 0]) + 0.5 * Xs[:, 1]
+    assert np.sqrt(np.mean((mean - truth) ** 2)) < 0.3
+    assert np.all(std > 0)
+    assert np.isfinite(est.log_marginal_likelihood_value_)
