@@ -187,14 +187,16 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         Estimate of :math:`E\,\mathrm{var}(\phi(x)\mid y)` in eq. (7): an RBF kernel on
         :math:`y` (conditional covariance operator) or ``n_slices`` slices of sorted y (SIR).
     mean : {"linear", "constant"}, default="linear"
-        Mean :math:`\mu = c + X\alpha` (ridge, eq. 14 with :math:`Z = X, H = I`) or :math:`c`.
+        Mean :math:`\mu = c + X\alpha` (ridge, eq. 14 with :math:`Z = X, H = pI`) or :math:`c`.
     lengthscale : float, list or "auto", default="auto"
         RBF length-scale on standardised inputs (``"auto"``: CV over
         :math:`\sqrt p\times(0.5, 1, 2)`).
     eta : float, list or "auto", default="auto"
         Relative regulariser :math:`\eta` of eq. (6) (``"auto"``: 1e-5, 1e-3, 1e-1).
     mean_penalty : float, list or "auto", default="auto"
-        :math:`\lambda` of eq. (14) on the standardised scale (``"auto"``: 0.1, 1, 10).
+        :math:`\lambda` of eq. (14) with :math:`H = pI` on standardised inputs and
+        target, so :math:`1/\lambda` is the prior variance of the linear mean at a
+        point (``"auto"``: 0.1, 1, 10).
     y_bandwidth : float, list or "auto", default="auto"
         Bandwidth of the response kernel in standard deviations of y (``subspace="kernel"``).
     n_slices : int, default=10

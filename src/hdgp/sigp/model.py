@@ -137,6 +137,7 @@ def fit_grid(
     responses : list of (key, features, ridge)
         Response features :math:`\\Psi` for the pencil, labelled by ``key``.
     mean : {"linear", "constant"}
+        Linear mean with penalty :math:`H = pI` in eq. (14), or the intercept only.
 
     Yields
     ------
@@ -151,7 +152,10 @@ def fit_grid(
         else X.new_zeros(X.shape[1], 0)
     )
     Z = X @ basis
-    H = torch.eye(Z.shape[1], dtype=X.dtype, device=X.device)
+    # H = p I: prior alpha ~ N(0, I / (lam p)) gives the linear mean a per-point prior
+    # variance 1/lam on standardised inputs whatever p is (p >> n would otherwise let
+    # a weakly penalised linear mean interpolate y and starve the random part)
+    H = X.shape[1] * torch.eye(Z.shape[1], dtype=X.dtype, device=X.device)
     for ell in lengthscales:
         factor = pivoted_cholesky(X, ell, tol=kernel_tol, max_rank=max_kernel_rank)
         usable = [m for m in ranks if m <= factor.rank]
