@@ -3,6 +3,9 @@
 from . import data, exceptions, kernels, metrics
 from .estimators import BaseGPRegressor, GPRegressor
 from .presets import preset, presets, register_preset
+from . import io, workflow
+from .io import load, save
+from .workflow import summarize as summary
 
 __version__ = "0.1.0"
 
@@ -11,9 +14,14 @@ __all__ = [
     "GPRegressor",
     "data",
     "exceptions",
+    "io",
     "kernels",
+    "load",
     "metrics",
     "preset",
     "presets",
     "register_preset",
+    "save",
+    "summary",
+    "workflow",
 ]

@@ -19,6 +19,9 @@ def main():
 
     \b
     Examples:
+      hdgp fit data.csv --target y -o model.hdgp     fit a model to your own table
+      hdgp predict model.hdgp new.csv -o pred.csv    mean, std and interval per row
+      hdgp explain model.hdgp -o report/             HTML report (accuracy, Sobol, components)
       hdgp demo                      fit every model family on built-in data
       hdgp presets                   list the named models of the papers
       hdgp datasets                  list built-in and HDGP_DATA_DIR data sets
@@ -75,6 +78,11 @@ def datasets(data_dir):
 from .bench.cli import bench as _bench  # noqa: E402  (benchmark harness, issue 7)
 
 main.add_command(_bench)
+
+from .workflow.cli import explain as _explain, fit as _fit, predict as _predict  # noqa: E402  (user workflow, issue 8)
+
+for _command in (_fit, _predict, _explain):
+    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

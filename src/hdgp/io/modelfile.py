@@ -52,8 +52,6 @@ import datetime as _dt
 import hashlib
 import io as _io
 import json
-import os
-import tempfile
 import warnings
 import zipfile
 from pathlib import Path
@@ -61,6 +59,7 @@ from pathlib import Path
 import torch
 
 from ..exceptions import HDGPWarning
+from .atomic import write_bytes_atomic
 from .codec import StateDecoder, StateEncoder, UnsupportedStateError, _import_hdgp_class
 
 __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "read_manifest", "rebuild_model"]
@@ -155,21 +154,14 @@ def save(est, path, *, table=None, metadata=None) -> Path:
 
 
 def _atomic_write_zip(path: Path, manifest: bytes, blob: bytes) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    if not folder.is_dir():
-        raise ModelFileError(f"Cannot write {path}: the folder {folder} does not exist.")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
+    archive = _io.BytesIO()
+    with zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(_MANIFEST, manifest)
+        zf.writestr(_TENSORS, blob)
     try:
-        with os.fdopen(fd, "wb") as fh, zipfile.ZipFile(fh, "w", compression=zipfile.ZIP_DEFLATED) as zf:
-            zf.writestr(_MANIFEST, manifest)
-            zf.writestr(_TENSORS, blob)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the file normal permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        write_bytes_atomic(path, archive.getvalue())
+    except FileNotFoundError as exc:
+        raise ModelFileError(str(exc)) from exc
 
 
 # --------------------------------------------------------------------- loading

@@ -1,0 +1,14 @@
+"""The user workflow: fit a model to your own table, predict, explain, summarise.
+
+- :func:`fit_table` → :class:`TabularModel` (also ``hdgp fit``)
+- :meth:`TabularModel.predict` (``hdgp predict``), :func:`write_report` (``hdgp explain``)
+- :func:`summarize` / :func:`learned_quantities` for any fitted estimator
+"""
+
+from .fitting import evaluate, fit_table, make_estimator
+from .select import candidate_models, select_model
+from .summary import learned_quantities, summarize
+from .tabular import TabularModel
+
+__all__ = ["TabularModel", "candidate_models", "evaluate", "fit_table", "learned_quantities", "make_estimator",
+           "select_model", "summarize"]

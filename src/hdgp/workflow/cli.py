@@ -1,0 +1,246 @@
+"""``hdgp fit``, ``hdgp predict`` and ``hdgp explain``: the user workflow on the command line.
+
+The commands only parse arguments and call :mod:`hdgp.workflow` / :mod:`hdgp.io`.
+Progress goes to stderr (``--quiet`` silences it); results go to stdout, as text
+or, with ``--json``, as one JSON document.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+import numpy as np
+
+__all__ = ["fit", "predict", "explain"]
+
+_MODEL_HELP = ("Model: auto, oak, additive, dpa-gp-ard, sigp, rbf-ard or any name from `hdgp presets` "
+               "(case-insensitive).")
+
+
+def _columns(values) -> list[str]:
+    """``--categorical a,b --categorical c`` → ``["a", "b", "c"]``."""
+    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+
+
+def _params(values) -> dict:
+    out = {}
+    for item in values:
+        key, sep, raw = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--param")
+        try:
+            out[key.strip()] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key.strip()] = raw
+    return out
+
+
+def _jsonable(value):
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
+def _fail(exc: Exception):
+    raise click.ClickException(str(exc)) from exc
+
+
+def _progress(quiet: bool):
+    return (lambda message: None) if quiet else (lambda message: click.echo(message, err=True))
+
+
+def _load_table_model(path):
+    from ..io import ModelFileError, load
+    from .tabular import TabularModel
+
+    try:
+        model = load(path)
+    except ModelFileError as exc:
+        _fail(exc)
+    if not isinstance(model, TabularModel):
+        raise click.ClickException(
+            f"{path} holds a {type(model).__name__} saved from Python without a table description; "
+            "use it with hdgp.load() in Python, or create the model with `hdgp fit`.")
+    return model
+
+
+def _output_ok(path: Path, what: str) -> None:
+    if not path.parent.is_dir():
+        raise click.ClickException(f"Cannot write the {what} to {path}: the folder {path.parent} does not exist.")
+
+
+# ------------------------------------------------------------------------ fit
+@click.command()
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("-t", "--target", required=True, help="Column to predict (numeric).")
+@click.option("-m", "--model", default="auto", show_default=True, help=_MODEL_HELP)
+@click.option("--categorical", multiple=True, metavar="COLS",
+              help="Comma-separated columns to treat as categorical (text columns always are).")
+@click.option("--drop", multiple=True, metavar="COLS", help="Comma-separated columns to ignore (ids, free text).")
+@click.option("--drop-missing", is_flag=True, help="Remove rows with missing values instead of stopping.")
+@click.option("--test-size", default=0.2, show_default=True, type=float,
+              help="Fraction of rows held out to measure accuracy and calibration (0 = none).")
+@click.option("--random-state", default=0, show_default=True, type=int, help="Seed of the split and the model.")
+@click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
+              help="Estimator parameter, e.g. -p max_iter=100 -p max_order=2 (values parsed as JSON).")
+@click.option("-o", "--output", default="model.hdgp", show_default=True, type=click.Path(dir_okay=False),
+              help="Model file to write.")
+@click.option("--json", "as_json", is_flag=True, help="Print results as JSON on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress messages.")
+def fit(data, target, model, categorical, drop, drop_missing, test_size, random_state, params, output, as_json, quiet):
+    """Fit a GP model to a CSV/Parquet table and save it.
+
+    Text columns (and those given with --categorical) are categorical; rows with
+    missing values stop the fit unless --drop-missing. A random --test-size share
+    of rows is held out to report RMSE, R², NLPD and the coverage of 50/90/95 %
+    predictive intervals.
+
+    --model auto fits the candidates suited to the data size (n ≤ 3000: OAK,
+    DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
+    beyond: DPA-GP-ARD, SGPR-RBF-ARD) on 80 % of the training rows, keeps the one
+    with the best mean log predictive density on the other 20 % and refits it on
+    all training rows.
+
+    \b
+    Examples:
+      hdgp fit diabetes.csv --target target -o diabetes.hdgp
+      hdgp fit houses.parquet -t price --model oak --drop id --categorical zip
+    """
+    from ..io import TableError, read_table, save
+    from .fitting import fit_table
+    from .summary import learned_quantities
+
+    out = Path(output)
+    _output_ok(out, "model")
+    try:
+        frame = read_table(data)
+        tm = fit_table(frame, target, model=model, categorical=_columns(categorical), drop=_columns(drop),
+                       drop_missing=drop_missing, test_size=test_size, random_state=random_state,
+                       params=_params(params), progress=_progress(quiet),
+                       verbose=not quiet and not as_json)
+        tm.metadata["data"]["file"] = Path(data).name
+        save(tm, out)
+    except (TableError, ValueError, TypeError, RuntimeError) as exc:
+        _fail(exc)
+    meta = tm.metadata
+    if as_json:
+        click.echo(json.dumps(_jsonable({
+            "model": meta["model"], "output": str(out), "target": target, "metrics": meta["metrics"],
+            "selection": meta["selection"], "fit_seconds": meta["fit_seconds"],
+            "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"],
+            "learned": learned_quantities(tm.estimator), "warnings": meta["warnings"]}), indent=2))
+        return
+    if meta["selection"]:
+        click.echo("\nModel comparison (validation split of the training rows; higher log density is better):")
+        click.echo(f"  {'model':<14}{'log density':>12}{'RMSE':>11}{'fit (s)':>9}")
+        for r in meta["selection"]:
+            mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
+            dens = "—" if r["val_log_density"] is None else f"{r['val_log_density']:.4g}"
+            rm = "—" if r["val_rmse"] is None else f"{r['val_rmse']:.4g}"
+            sec = "—" if r["fit_seconds"] is None else f"{r['fit_seconds']:.1f}"
+            click.echo(f"  {r['model']:<14}{dens:>12}{rm:>11}{sec:>9}{mark}")
+    click.echo("")
+    click.echo(tm.summary())
+    m = meta["metrics"]
+    if m:
+        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}, "
+                   f"NLPD {m['nlpd']:.4g}; interval coverage 50 % → {100 * m['coverage_50']:.0f} %, "
+                   f"90 % → {100 * m['coverage_90']:.0f} %, 95 % → {100 * m['coverage_95']:.0f} %")
+    click.echo(f"\nSaved {out}. Next: hdgp predict {out} NEW.csv -o predictions.csv; hdgp explain {out} -o report/")
+
+
+# -------------------------------------------------------------------- predict
+@click.command()
+@click.argument("model_file", type=click.Path(dir_okay=False))
+@click.argument("data", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Predictions file (.csv, or .parquet).")
+@click.option("--id-column", default=None, help="Column copied to the predictions to identify rows.")
+@click.option("--level", default=0.95, show_default=True, type=float, help="Probability of the central interval.")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress messages.")
+def predict(model_file, data, output, id_column, level, as_json, quiet):
+    """Predict the target for every row of a table.
+
+    Writes one row per input row: the predictive mean, its standard deviation and
+    a central interval (mean ± z·std, Gaussian) of a new observation, in the
+    target's original units. The table needs the training feature columns (any
+    order; other columns are ignored).
+
+    \b
+    Example:
+      hdgp predict diabetes.hdgp new_patients.csv -o predictions.csv --id-column patient
+    """
+    from ..io import TableError, read_table
+    from ..io.atomic import write_bytes_atomic
+
+    out = Path(output)
+    _output_ok(out, "predictions")
+    say = _progress(quiet)
+    tm = _load_table_model(model_file)
+    try:
+        frame = read_table(data)
+        say(f"predicting {tm.target!r} for {len(frame)} rows with {tm.metadata.get('model')}")
+        table = tm.predict(frame, level=level, id_column=id_column)
+    except (TableError, ValueError, TypeError, FloatingPointError) as exc:
+        _fail(exc)
+    if out.suffix.lower() in (".parquet", ".pq"):
+        import io
+
+        buffer = io.BytesIO()
+        table.to_parquet(buffer, index=False)
+        payload = buffer.getvalue()
+    else:
+        payload = table.to_csv(index=False).encode("utf-8")
+    write_bytes_atomic(out, payload)
+    if as_json:
+        click.echo(json.dumps({"output": str(out), "n_rows": len(table), "columns": list(table.columns),
+                               "mean": {"min": float(table["mean"].min()), "max": float(table["mean"].max())},
+                               "std": {"min": float(table["std"].min()), "max": float(table["std"].max())}},
+                              indent=2))
+    elif not quiet:
+        click.echo(f"Wrote {len(table)} predictions to {out}")
+
+
+# -------------------------------------------------------------------- explain
+@click.command()
+@click.argument("model_file", type=click.Path(dir_okay=False))
+@click.option("--top", default=10, show_default=True, type=click.IntRange(1, 100),
+              help="Sobol terms listed (and components plotted, at most 12).")
+@click.option("-o", "--output", default="hdgp-report", show_default=True, type=click.Path(file_okay=False),
+              help="Folder for report.html and its PNG figures.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report's numbers as JSON on stdout.")
+@click.option("--quiet", is_flag=True, help="No progress messages.")
+def explain(model_file, top, output, as_json, quiet):
+    """Write an HTML report explaining a fitted model (works offline).
+
+    The report shows the data summary, held-out accuracy and calibration
+    (coverage of 50/90/95 % intervals, NLPD), the model comparison of
+    --model auto, the fitted hyper-parameters and, for OAK models, the Sobol
+    ranking of features and interactions, the top components and the
+    cumulative-Sobol curve.
+
+    \b
+    Example:
+      hdgp explain diabetes.hdgp --top 10 -o report/   # then open report/report.html
+    """
+    from .report import report_data, write_report
+
+    tm = _load_table_model(model_file)
+    _progress(quiet)(f"writing the report for {tm.metadata.get('model')} to {output}/")
+    try:
+        path = write_report(tm, output, top=top)
+    except (OSError, ValueError) as exc:
+        _fail(exc)
+    if as_json:
+        click.echo(json.dumps(_jsonable({"report": str(path), **report_data(tm, top)}), indent=2))
+    elif not quiet:
+        click.echo(f"Report: {path}")

@@ -1,0 +1,194 @@
+"""Fit a model to a user's table: split, build the estimator, fit, score on held-out rows.
+
+:func:`fit_table` is the Python form of ``hdgp fit``.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+from sklearn.model_selection import train_test_split
+
+from .. import metrics as _metrics
+from ..io.table import TableError, TableSchema
+from ..presets import preset, presets
+from .tabular import TabularModel
+
+__all__ = ["fit_table", "make_estimator", "evaluate", "COVERAGE_LEVELS", "MIN_TRAIN_ROWS"]
+
+#: Central-interval probabilities whose held-out coverage is reported.
+COVERAGE_LEVELS = (0.5, 0.9, 0.95)
+#: Fewest training rows ``fit_table`` accepts.
+MIN_TRAIN_ROWS = 5
+
+
+def _quiet(message: str) -> None:
+    """Default progress sink: say nothing."""
+
+
+def _resolve_name(model: str) -> str:
+    names = {n.lower(): n for n in presets()}
+    key = model.lower()
+    if key in names:
+        return names[key]
+    raise ValueError(f"Unknown model {model!r}. Use 'auto' or one of: {', '.join(sorted(names.values()))}.")
+
+
+def make_estimator(model: str, schema: TableSchema, *, params: dict | None = None, random_state=0,
+                   verbose: bool = False, strict: bool = True):
+    """A new estimator for preset ``model``, set up for the table's categorical columns.
+
+    Models with a ``categorical_features`` parameter (OAK) get integer-coded
+    categorical columns and their names; every other model gets one-hot columns
+    (``schema.encoding`` is set accordingly).
+
+    Parameters
+    ----------
+    params : dict, optional
+        Estimator parameters to override (e.g. ``{"max_iter": 50}``).
+    strict : bool, default=True
+        Raise on parameters the model does not have (otherwise skip them).
+    """
+    name = _resolve_name(model)
+    est = preset(name)
+    accepted = est.get_params(deep=False)
+    chosen = {"random_state": random_state} if "random_state" in accepted else {}
+    if verbose and "verbose" in accepted:
+        chosen["verbose"] = True
+    for key, value in (params or {}).items():
+        if key in accepted:
+            chosen[key] = value
+        elif strict:
+            raise ValueError(f"Model {name} has no parameter {key!r}. Its parameters: {', '.join(sorted(accepted))}.")
+    if "categorical_features" in accepted:
+        schema.encoding = "codes"
+        if schema.categorical:
+            chosen["categorical_features"] = list(schema.categorical)
+    else:
+        schema.encoding = "onehot"
+    return est.set_params(**chosen)
+
+
+def evaluate(est, X, y) -> tuple[dict, np.ndarray, np.ndarray]:
+    """Held-out metrics in target units: RMSE, MAE, R², NLPD and interval coverage.
+
+    Returns
+    -------
+    metrics : dict
+    mean, std : ndarray
+    """
+    mean, std = est.predict(X, return_std=True)
+    y = np.asarray(y, float)
+    out = {
+        "rmse": _metrics.rmse(y, mean),
+        "mae": float(np.mean(np.abs(y - mean))),
+        "r2": float(1 - np.sum((y - mean) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)),
+        "nlpd": _metrics.nlpd(y, mean, std),
+    }
+    for level in COVERAGE_LEVELS:
+        out[f"coverage_{round(100 * level)}"] = _metrics.interval_coverage(y, mean, std, level)
+    return out, mean, std
+
+
+def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_train: int, n_test: int) -> dict:
+    features = []
+    for c in schema.features:
+        entry = {"name": c, "kind": schema.kinds[c], "dtype": schema.dtypes[c]}
+        if schema.kinds[c] == "categorical":
+            counts = frame[c].astype(str).value_counts()
+            entry["levels"] = {str(k): int(v) for k, v in counts.items()}
+        else:
+            col = pd.to_numeric(frame[c])
+            entry.update(min=float(col.min()), max=float(col.max()), mean=float(col.mean()), std=float(col.std()))
+        features.append(entry)
+    return {"n_rows": int(len(y)), "n_train": int(n_train), "n_test": int(n_test), "dropped": list(schema.dropped),
+            "target": {"name": schema.target, "min": float(y.min()), "max": float(y.max()),
+                       "mean": float(y.mean()), "std": float(y.std())},
+            "features": features}
+
+
+def _fit(est, X, y):
+    start = time.perf_counter()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, y)
+    return time.perf_counter() - start, sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+
+
+def fit_table(frame: pd.DataFrame, target: str, *, model: str = "auto", categorical=(), drop=(),
+              drop_missing: bool = False, test_size: float = 0.2, random_state: int = 0,
+              params: dict | None = None, progress=None, verbose: bool = False) -> TabularModel:
+    """Fit a GP to a table and score it on held-out rows.
+
+    Parameters
+    ----------
+    frame : DataFrame
+        The whole table (features, target and any ignored columns).
+    target : str
+        Column to predict.
+    model : str, default="auto"
+        A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
+        fit the candidates of :func:`hdgp.workflow.select.candidate_models` and keep
+        the one with the best validation log predictive density
+        (:func:`hdgp.workflow.select.select_model`).
+    categorical, drop, drop_missing
+        See :meth:`hdgp.io.TableSchema.infer`.
+    test_size : float, default=0.2
+        Fraction of rows held out to measure accuracy and calibration (0: none).
+    random_state : int, default=0
+        Seed of the split and of the model.
+    params : dict, optional
+        Estimator parameters to override.
+    progress : callable, optional
+        Called with short progress messages.
+    verbose : bool
+        Let the estimator show its own progress bar.
+
+    Returns
+    -------
+    TabularModel
+        ``metadata`` holds ``model``, ``metrics`` (held-out), ``data``, ``holdout``
+        (held-out inputs/targets/predictions), ``selection``, ``fit_seconds`` and ``warnings``.
+    """
+    progress = progress or _quiet
+    if not 0 <= test_size < 1:
+        raise ValueError(f"test_size must be in [0, 1) (a fraction of the rows), got {test_size!r}.")
+    schema, X_raw, y = TableSchema.infer(frame, target, categorical=categorical, drop=drop, drop_missing=drop_missing)
+    n = len(y)
+    n_test = int(round(test_size * n))
+    if n - n_test < MIN_TRAIN_ROWS:
+        raise TableError(f"The table has {n} usable rows; at least {MIN_TRAIN_ROWS} training rows are needed "
+                         f"after holding out {n_test} for testing. Add rows or lower --test-size.")
+    if n_test and n_test < 2:
+        n_test = 0
+    if n_test:
+        train_idx, test_idx = train_test_split(np.arange(n), test_size=n_test, random_state=random_state)
+    else:
+        train_idx, test_idx = np.arange(n), np.arange(0)
+    X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
+    selection = None
+    if model.lower() == "auto":
+        from .select import select_model
+
+        model, selection = select_model(X_train, y_train, schema, params=params, random_state=random_state,
+                                        progress=progress)
+    est = make_estimator(model, schema, params=params, random_state=random_state, verbose=verbose,
+                         strict=selection is None)
+    name = _resolve_name(model)
+    progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
+    seconds, caught = _fit(est, schema.encode(X_train), y_train)
+    progress(f"fitted {name} in {seconds:.1f} s")
+    meta = {"model": name, "fit_seconds": seconds, "warnings": caught, "selection": selection,
+            "random_state": random_state, "test_size": test_size,
+            "data": _data_summary(X_raw, schema, y, len(train_idx), len(test_idx)),
+            "metrics": None, "holdout": None}
+    if len(test_idx):
+        X_test = schema.encode(X_raw.iloc[test_idx])
+        meta["metrics"], mean, std = evaluate(est, X_test, y[test_idx])
+        meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx], "mean": mean, "std": std,
+                           "rows": np.asarray(X_raw.index[test_idx]).astype(str)}
+        progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items()))
+    return TabularModel(est, schema, meta)

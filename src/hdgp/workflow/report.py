@@ -1,0 +1,330 @@
+"""``hdgp explain``: a self-contained HTML report (figures embedded as PNG data URIs).
+
+The report works offline (no scripts, fonts or styles from the network) and the
+PNGs are also written next to ``report.html``. Sections: data summary, held-out
+accuracy and calibration, model choice (``--model auto``), learned quantities,
+the Sobol ranking table, the top components and the cumulative-Sobol curve.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from .. import __version__
+from ..io.atomic import write_bytes_atomic
+from .summary import learned_quantities
+
+__all__ = ["write_report", "report_data"]
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
+padding:0 1em;color:#222;line-height:1.45}
+h1{font-size:1.6em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:1.8em}
+table{border-collapse:collapse;margin:.6em 0}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}
+th{background:#f3f3f3}td.l,th.l{text-align:left}figure{display:inline-block;margin:.5em}
+figure img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:.92em}.bad{color:#a00}
+"""
+
+
+def _pyplot():
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _png(fig) -> bytes:
+    plt = _pyplot()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    plt.close(fig)
+    return buffer.getvalue()
+
+
+def _e(value) -> str:
+    return html.escape(str(value))
+
+
+def _table(header, rows, cls="", left=1) -> str:
+    head = "".join(f"<th class='l'>{_e(h)}</th>" if i < left else f"<th>{_e(h)}</th>" for i, h in enumerate(header))
+    body = "".join("<tr>" + "".join(f"<td class='l'>{_e(v)}</td>" if i < left else f"<td>{_e(v)}</td>"
+                                    for i, v in enumerate(r)) + "</tr>" for r in rows)
+    return f"<table class='{cls}'><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def _fmt(v, digits=4) -> str:
+    return "—" if v is None else f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+# ------------------------------------------------------------------ figures
+def _calibration_figure(y, mean, std):
+    plt = _pyplot()
+    levels = np.linspace(0.05, 0.99, 30)
+    z = np.abs(y - mean) / std
+    observed = [(z <= norm.ppf(0.5 + p / 2)).mean() for p in levels]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    a.plot([0, 1], [0, 1], "k:", label="perfect calibration")
+    a.plot(levels, observed, "o-", ms=3, label="held-out rows")
+    a.set_xlabel("nominal probability of the central interval")
+    a.set_ylabel("observed fraction inside")
+    a.set_title("Calibration of predictive intervals")
+    a.legend(loc="upper left")
+    b.errorbar(y, mean, yerr=2 * std, fmt="o", ms=3, alpha=0.6, elinewidth=0.8)
+    lo, hi = min(y.min(), mean.min()), max(y.max(), mean.max())
+    b.plot([lo, hi], [lo, hi], "k:")
+    b.set_xlabel("observed")
+    b.set_ylabel("predicted mean ± 2 std")
+    b.set_title("Held-out predictions")
+    fig.tight_layout()
+    return fig
+
+
+def _discrete_levels(est, names: list, name: str):
+    """Values the model accepts for a discrete (binary/categorical) column, else None."""
+    levels = getattr(est, "levels_", {})
+    j = names.index(name)
+    return np.asarray(levels[j], float) if j in levels else None
+
+
+def _base_row(tm, names: list) -> dict:
+    """A valid input row in encoded units: continuous features at their mean, discrete ones at a level."""
+    row = {}
+    for f in tm.metadata["data"]["features"]:
+        levels = _discrete_levels(tm.estimator, names, f["name"])
+        row[f["name"]] = float(levels[0]) if levels is not None else f.get("mean", 0.0)
+    return row
+
+
+def _axis_values(tm, names: list, name: str, n_grid: int) -> np.ndarray:
+    levels = _discrete_levels(tm.estimator, names, name)
+    if levels is not None:
+        return levels
+    f = next(f for f in tm.metadata["data"]["features"] if f["name"] == name)
+    return np.linspace(f["min"], f["max"], n_grid)
+
+
+def _tick_labels(tm, name: str, values) -> list:
+    if tm.schema.kinds[name] == "categorical":
+        return tm.schema.level_labels(name, values)
+    return [f"{v:.3g}" for v in values]
+
+
+def _component_figure(tm, term: tuple, sobol: float):
+    """Posterior mean (±2 std) of one first- or second-order component, axes in the table's units."""
+    plt = _pyplot()
+    est, schema = tm.estimator, tm.schema
+    names = [str(c) for c in est.feature_names_in_]
+    cols = [names[j] for j in term]
+    axes = [_axis_values(tm, names, c, 80 if len(term) == 1 else 30) for c in cols]
+    mesh = np.meshgrid(*axes, indexing="ij")
+    grid = pd.DataFrame([_base_row(tm, names)] * mesh[0].size)[names]
+    for c, m in zip(cols, mesh):
+        grid[c] = m.ravel()
+    mean, std = est.predict_component(grid, tuple(cols), return_std=True)
+    fig, ax = plt.subplots(figsize=(4.8, 3.5))
+    ax.set_title(f"{' × '.join(cols)}  (Sobol {sobol:.3f})", fontsize=10)
+    categorical = [_discrete_levels(est, names, c) is not None for c in cols]
+    if len(term) == 1 and categorical[0]:
+        position = np.arange(len(axes[0]))
+        ax.bar(position, mean, yerr=2 * std, color="tab:blue", alpha=0.7, capsize=3)
+        ax.set_xticks(position, _tick_labels(tm, cols[0], axes[0]), rotation=30 if len(position) > 4 else 0)
+    elif len(term) == 1:
+        ax.plot(axes[0], mean, "k-")
+        ax.fill_between(axes[0], mean - 2 * std, mean + 2 * std, color="tab:blue", alpha=0.3)
+    elif any(categorical):
+        k = categorical.index(True)
+        shape = mesh[0].shape
+        m2 = mean.reshape(shape) if k == 1 else mean.reshape(shape).T
+        for i, level in enumerate(_tick_labels(tm, cols[k], axes[k])):
+            ax.plot(axes[1 - k], m2[:, i], label=f"{cols[k]}={level}")
+        ax.legend(fontsize=7)
+        cols = [cols[1 - k], cols[k]]
+    else:
+        cs = ax.contourf(mesh[0], mesh[1], mean.reshape(mesh[0].shape), levels=15, cmap="RdBu_r")
+        fig.colorbar(cs, ax=ax)
+        ax.set_ylabel(cols[1])
+    ax.set_xlabel(cols[0])
+    if len(term) == 1 or any(categorical):
+        ax.set_ylabel(f"effect on {tm.target}")
+    fig.tight_layout()
+    return fig
+
+
+def _cumulative_figure(tm, holdout):
+    from ..plotting import plot_truncation_curve
+
+    est = tm.estimator
+    if holdout is not None and len(holdout["y"]):
+        X = pd.DataFrame(np.asarray(holdout["X"]), columns=tm.schema.encoded_names)
+        curve = est.truncation_curve(X, holdout["y"], max_terms=min(50, len(est.sobol_.terms)))
+        return plot_truncation_curve(curve), curve
+    plt = _pyplot()
+    values = est.sobol_.values.cpu().numpy()[:50]
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.plot(np.arange(1, len(values) + 1), np.cumsum(values), "g--")
+    ax.set_xlabel("number of terms (ranked by Sobol index)")
+    ax.set_ylabel("cumulative normalised Sobol")
+    ax.set_ylim(0, 1.05)
+    return fig, None
+
+
+# ------------------------------------------------------------------ content
+def report_data(tm, top: int = 10) -> dict:
+    """Numbers shown in the report (also printed by ``hdgp explain --json``)."""
+    est, meta = tm.estimator, tm.metadata
+    out = {"model": meta.get("model"), "target": tm.target, "metrics": meta.get("metrics"),
+           "selection": meta.get("selection"), "learned": learned_quantities(est), "sobol": None}
+    if hasattr(est, "sobol_indices_"):
+        out["sobol"] = [{"term": list(k), "sobol": float(v)} for k, v in list(est.sobol_indices_.items())[:top]]
+        out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
+    return out
+
+
+def _sections(tm, top: int, images: dict) -> list[str]:
+    est, meta, schema = tm.estimator, tm.metadata, tm.schema
+    data = meta.get("data") or {}
+    parts = []
+    # data summary
+    tgt = data.get("target", {})
+    parts.append("<h2 id='data'>Data</h2>")
+    parts.append(f"<p>{_e(data.get('n_rows', '?'))} rows: {_e(data.get('n_train', '?'))} for training, "
+                 f"{_e(data.get('n_test', 0))} held out. Target <b>{_e(tm.target)}</b>: mean {_fmt(tgt.get('mean'))}, "
+                 f"std {_fmt(tgt.get('std'))}, range [{_fmt(tgt.get('min'))}, {_fmt(tgt.get('max'))}].</p>")
+    rows = []
+    for f in data.get("features", []):
+        if f["kind"] == "categorical":
+            desc = ", ".join(f"{k} ({v})" for k, v in list(f["levels"].items())[:8]) + (" …" if len(f["levels"]) > 8 else "")
+            rows.append([f["name"], "categorical", desc, ""])
+        else:
+            rows.append([f["name"], "numeric", f"[{_fmt(f['min'])}, {_fmt(f['max'])}]", _fmt(f["mean"])])
+    parts.append(_table(["column", "type", "range / levels (count)", "mean"], rows, "data-summary", left=3))
+    if data.get("dropped"):
+        parts.append(f"<p class='note'>Ignored columns: {_e(', '.join(data['dropped']))}.</p>")
+    # accuracy and calibration
+    parts.append("<h2 id='accuracy'>Accuracy and calibration (held-out rows)</h2>")
+    metrics = meta.get("metrics")
+    if metrics:
+        rows = [["RMSE", _fmt(metrics["rmse"]), "target units; lower is better"],
+                ["MAE", _fmt(metrics["mae"]), "target units"],
+                ["R²", _fmt(metrics["r2"]), "1 = perfect, 0 = predicting the mean"],
+                ["NLPD", _fmt(metrics["nlpd"]), "negative log predictive density; lower is better"]]
+        for key in ("coverage_50", "coverage_90", "coverage_95"):
+            nominal = int(key.split("_")[1])
+            rows.append([f"coverage of {nominal} % intervals", f"{100 * metrics[key]:.1f} %", f"ideal {nominal} %"])
+        parts.append(_table(["metric", "value", "meaning"], rows, "calibration", left=1))
+        parts.append(f"<figure class='calibration'><img alt='calibration plot' src='{images['calibration.png']}'>"
+                     "<figcaption>Observed vs nominal interval coverage, and predictions with ±2 std.</figcaption></figure>")
+    else:
+        parts.append("<p class='note'>No rows were held out (test size 0), so accuracy and calibration "
+                     "could not be measured. Refit with --test-size 0.2.</p>")
+    # selection
+    if meta.get("selection"):
+        parts.append("<h2 id='selection'>Model choice (--model auto)</h2>")
+        parts.append("<p class='note'>Each candidate was fitted on 80 % of the training rows and scored by its "
+                     "mean log predictive density on the other 20 % (higher is better); the best was refitted on "
+                     "all training rows.</p>")
+        rows = [[r["model"] + (" ✔" if r.get("selected") else ""), _fmt(r["val_log_density"]), _fmt(r["val_rmse"]),
+                 _fmt(r["fit_seconds"], 3), r["error"] or ""] for r in meta["selection"]]
+        parts.append(_table(["model", "validation log density", "validation RMSE", "fit (s)", "error"], rows,
+                            "selection"))
+    # learned quantities
+    q = learned_quantities(est)
+    parts.append("<h2 id='model'>Fitted model</h2>")
+    parts.append(f"<p>{_e(meta.get('model'))} ({_e(q['estimator'])}), fitted in {_fmt(meta.get('fit_seconds'), 3)} s."
+                 + (f" Noise std {np.sqrt(q['noise_variance']):.4g} (target units)." if "noise_variance" in q else "")
+                 + "</p>")
+    if "lengthscales" in q:
+        rows = [[k, f"{v:.4g}"] for k, v in list(q["lengthscales"].items())[:top]]
+        parts.append("<p class='note'>Shortest length-scales (on standardised or flow-warped inputs): the "
+                     "function changes fastest along these features.</p>")
+        parts.append(_table(["feature", "length-scale"], rows, "lengthscales"))
+    if meta.get("warnings"):
+        parts.append("<p class='note'>Warnings during fitting: " + _e("; ".join(meta["warnings"][:5])) + "</p>")
+    # Sobol
+    parts.append("<h2 id='sobol'>Which features and interactions matter (Sobol indices)</h2>")
+    if hasattr(est, "sobol_indices_"):
+        parts.append("<p class='note'>Normalised Sobol index: the share of the variance of the fitted function "
+                     "explained by each additive component (a feature or an interaction of features).</p>")
+        ranked = list(est.sobol_indices_.items())[:top]
+        cum = np.cumsum([v for _, v in ranked])
+        rows = [[str(i + 1), " × ".join(k), str(len(k)), f"{v:.4f}", f"{c:.4f}"] for i, ((k, v), c) in enumerate(zip(ranked, cum))]
+        parts.append(_table(["rank", "term", "order", "Sobol index", "cumulative"], rows, "sobol", left=2))
+        order = np.asarray(est.sobol_order_, float)
+        parts.append("<p>Share by interaction order: " + _e(", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(order) if v > 5e-4)) + "</p>")
+        parts.append("<h2 id='components'>Top components</h2>")
+        for name, src in images.items():
+            if name.startswith("component"):
+                parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
+        parts.append("<p class='note'>Posterior mean of each component (in target units) with a ±2 std band; "
+                     "the grey histogram shows the training values of the feature.</p>")
+        parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
+        parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
+                     "<figcaption>Cumulative Sobol index (green) and, with held-out rows, the RMSE of the model "
+                     "truncated to the top terms (red).</figcaption></figure>")
+    else:
+        parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
+                     "decomposition. Refit with <code>--model oak</code> for a ranking of features and interactions.</p>")
+    return parts
+
+
+def _figures(tm, top: int) -> dict:
+    est, meta = tm.estimator, tm.metadata
+    figures = {}
+    holdout = meta.get("holdout")
+    if holdout is not None and len(holdout["y"]):
+        figures["calibration.png"] = _png(_calibration_figure(np.asarray(holdout["y"]), np.asarray(holdout["mean"]),
+                                                              np.asarray(holdout["std"])))
+    if hasattr(est, "sobol_indices_"):
+        ranked = list(zip(est.sobol_.terms[:top], est.sobol_.values[:top].tolist()))
+        shown = [(u, v) for u, v in ranked if len(u) <= 2][:12]
+        for k, (u, v) in enumerate(shown, 1):
+            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), v))
+        fig, _ = _cumulative_figure(tm, holdout)
+        figures["cumulative_sobol.png"] = _png(fig)
+    return figures
+
+
+def write_report(tm, output_dir, *, top: int = 10, title: str | None = None) -> Path:
+    """Write ``report.html`` (self-contained) and its PNG figures into ``output_dir``.
+
+    Parameters
+    ----------
+    tm : hdgp.workflow.TabularModel
+    output_dir : str or Path
+        Created if needed. Every file is written to a temporary name first and
+        renamed, so a failure leaves no half-written file.
+    top : int, default=10
+        Number of Sobol terms listed and components plotted (at most 12 plots).
+
+    Returns
+    -------
+    Path of ``report.html``.
+    """
+    if not isinstance(top, int) or top < 1:
+        raise ValueError(f"top must be a positive integer, got {top!r}.")
+    figures = _figures(tm, top)  # everything is computed before anything is written
+    images = {name: "data:image/png;base64," + base64.b64encode(png).decode("ascii") for name, png in figures.items()}
+    title = title or f"hdgp report — {tm.metadata.get('model')} predicting {tm.target}"
+    body = "\n".join(_sections(tm, top, images))
+    page = (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>{_e(title)}</h1>"
+            f"<p class='note'>Generated by hdgp {_e(__version__)}. This page is self-contained and works offline.</p>"
+            f"{body}</body></html>")
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"{out} exists and is not a folder; choose another -o for the report.")
+    out.mkdir(parents=True, exist_ok=True)
+    for name, png in figures.items():
+        write_bytes_atomic(out / name, png)
+    write_bytes_atomic(out / "report.html", page.encode("utf-8"))
+    return out / "report.html"

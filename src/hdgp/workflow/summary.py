@@ -1,0 +1,122 @@
+"""Readable summaries of fitted estimators: noise, length-scales, order variances, Sobol terms.
+
+:func:`learned_quantities` collects the numbers (a dict, used by reports and
+``--json``); :func:`summarize` formats them as a few lines of text.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+__all__ = ["learned_quantities", "summarize", "feature_names"]
+
+_TOP = 8
+
+
+def feature_names(est) -> list:
+    """The estimator's input feature names (``x0, x1, ...`` without a DataFrame)."""
+    if hasattr(est, "feature_names_in_"):
+        return [str(c) for c in est.feature_names_in_]
+    return [f"x{i}" for i in range(getattr(est, "n_features_in_", 0))]
+
+
+def _per_feature_lengthscales(est, names):
+    """``{feature: length-scale}`` on the model's (transformed) input scale, or None."""
+    kernel = getattr(est, "kernel_", None)
+    if not isinstance(kernel, torch.nn.Module):
+        return None
+    cont = getattr(est, "continuous_features_", None)
+    for module in kernel.modules():
+        for attr in ("input_lengthscale", "lengthscale"):
+            value = getattr(module, attr, None)
+            if not isinstance(value, torch.Tensor):
+                continue
+            flat = value.detach().cpu().reshape(-1).numpy()
+            if flat.size == len(names) and flat.size > 1 or (flat.size == 1 and len(names) == 1):
+                return dict(zip(names, flat.tolist()))
+            if cont is not None and flat.size == len(cont) and flat.size > 0:
+                return {names[j]: float(v) for j, v in zip(cont, flat)}
+    return None
+
+
+def learned_quantities(est) -> dict:
+    """Key fitted quantities of an hdgp estimator as plain Python values.
+
+    Returns
+    -------
+    dict
+        Any of ``noise_variance`` (in squared target units), ``lengthscales``
+        (feature → length-scale on the standardised/warped input scale, smallest
+        = most wiggly first), ``outputscale``, ``order_variances``,
+        ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
+        ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP), plus
+        ``n_train`` and ``n_features``.
+    """
+    names = feature_names(est)
+    out: dict = {"estimator": type(est).__name__, "n_features": len(names)}
+    if hasattr(est, "X_train_"):
+        out["n_train"] = int(est.X_train_.shape[0])
+    if hasattr(est, "inference_"):
+        out["inference"] = est.inference_
+    y_scale = float(getattr(est, "y_scale_", 1.0))
+    model = getattr(est, "model_", None)
+    if isinstance(model, torch.nn.Module) and hasattr(model, "noise"):
+        out["noise_variance"] = float(model.noise) * y_scale**2
+    elif hasattr(est, "noise_"):
+        out["noise_variance"] = float(est.noise_)
+    scales = _per_feature_lengthscales(est, names)
+    if scales:
+        out["lengthscales"] = dict(sorted(scales.items(), key=lambda kv: kv[1]))
+    kernel = getattr(est, "kernel_", None)
+    if kernel is not None and hasattr(kernel, "outputscale"):
+        out["outputscale"] = float(kernel.outputscale) * y_scale**2
+    if hasattr(est, "order_variances_"):
+        out["order_variances"] = np.asarray(est.order_variances_, float).tolist()
+    elif kernel is not None and hasattr(kernel, "order_variances"):
+        out["order_variances"] = kernel.order_variances.detach().cpu().numpy().tolist()
+    if hasattr(est, "sobol_indices_"):
+        out["sobol_top"] = {" × ".join(k): float(v) for k, v in list(est.sobol_indices_.items())[:_TOP]}
+        out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
+    if hasattr(est, "log_marginal_likelihood_value_"):
+        out["log_marginal_likelihood"] = float(est.log_marginal_likelihood_value_)
+    if hasattr(est, "best_params_"):
+        out["best_params"] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in est.best_params_.items()}
+    return out
+
+
+def summarize(est, *, header: bool = True) -> str:
+    """A few lines describing a fitted estimator (empty note when it is not fitted).
+
+    Examples
+    --------
+    >>> import numpy as np, hdgp
+    >>> X = np.linspace(0, 1, 15)[:, None]
+    >>> est = hdgp.GPRegressor(random_state=0, max_iter=20).fit(X, np.sin(6 * X[:, 0]))
+    >>> "noise" in hdgp.summary(est)
+    True
+    """
+    q = learned_quantities(est)
+    lines = []
+    if header:
+        size = f", trained on {q['n_train']} rows" if "n_train" in q else ""
+        lines.append(f"{q['estimator']} with {q['n_features']} feature(s){size}")
+    if "inference" in q:
+        lines.append(f"  inference: {q['inference']}")
+    if "noise_variance" in q:
+        lines.append(f"  noise std: {np.sqrt(q['noise_variance']):.4g} (target units)")
+    if "outputscale" in q:
+        lines.append(f"  signal std: {np.sqrt(q['outputscale']):.4g}")
+    if "lengthscales" in q:
+        items = list(q["lengthscales"].items())
+        shown = ", ".join(f"{k}={v:.3g}" for k, v in items[:_TOP]) + (" ..." if len(items) > _TOP else "")
+        lines.append(f"  length-scales (shortest first): {shown}")
+    if "order_variances" in q:
+        lines.append("  order variances σ²_0..R: " + ", ".join(f"{v:.3g}" for v in q["order_variances"]))
+    if "sobol_top" in q:
+        lines.append("  top Sobol terms: " + ", ".join(f"{k} {v:.3f}" for k, v in list(q["sobol_top"].items())[:5]))
+    if "best_params" in q:
+        lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
+    if "log_marginal_likelihood" in q:
+        lines.append(f"  log marginal likelihood (standardised y): {q['log_marginal_likelihood']:.4g}")
+    return "\n".join(lines)

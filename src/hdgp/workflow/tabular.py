@@ -1,0 +1,128 @@
+"""``TabularModel``: a fitted estimator together with the table schema it was trained on.
+
+It is what ``hdgp fit`` writes and ``hdgp predict`` / ``hdgp explain`` read: pandas
+in, pandas out, with the user's column names and categorical labels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from scipy.stats import norm
+
+from ..io.table import TableError, TableSchema
+from .summary import summarize
+
+__all__ = ["TabularModel"]
+
+
+class TabularModel:
+    """A fitted hdgp estimator plus the :class:`~hdgp.io.TableSchema` of its training table.
+
+    Build one with :func:`hdgp.workflow.fit_table` (or ``hdgp fit``); save it with
+    :func:`hdgp.save` and read it back with :func:`hdgp.load`.
+
+    Parameters
+    ----------
+    estimator : fitted hdgp estimator
+        Trained on ``schema.encode(table)``.
+    schema : TableSchema
+    metadata : dict, optional
+        Anything recorded at fit time: ``model`` (preset name), ``metrics`` on the
+        held-out rows, ``data`` summary, ``holdout`` arrays, ``selection`` table.
+
+    Examples
+    --------
+    >>> import pandas as pd, numpy as np, hdgp
+    >>> rng = np.random.default_rng(0)
+    >>> df = pd.DataFrame({"a": rng.normal(size=40), "g": rng.choice(["u", "v"], 40)})
+    >>> df["y"] = df["a"] + (df["g"] == "u")
+    >>> tm = hdgp.workflow.fit_table(df, "y", model="rbf-ard", params={"max_iter": 20})
+    >>> list(tm.predict(df.head(2)).columns)
+    ['mean', 'std', 'lower_95', 'upper_95']
+    """
+
+    def __init__(self, estimator, schema: TableSchema, metadata: dict | None = None):
+        self.estimator = estimator
+        self.schema = schema
+        self.metadata = dict(metadata or {})
+
+    # --------------------------------------------------------------- files
+    def _to_model_file(self):
+        return self.estimator, self.schema, self.metadata
+
+    @classmethod
+    def _from_model_file(cls, estimator, schema, metadata):
+        if not isinstance(schema, TableSchema):
+            raise TypeError("the model file's table section is not a TableSchema")
+        return cls(estimator, schema, metadata)
+
+    def save(self, path):
+        """Write to ``path`` (see :func:`hdgp.save`)."""
+        from ..io.modelfile import save
+
+        return save(self, path)
+
+    # ------------------------------------------------------------- predict
+    @property
+    def target(self) -> str | None:
+        """Name of the predicted column."""
+        return self.schema.target
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """The numeric inputs the estimator sees for ``frame`` (checks columns and values)."""
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"TabularModel.predict needs a pandas DataFrame, got {type(frame).__name__}.")
+        if frame.shape[0] == 0:
+            raise TableError("The table has no rows to predict.")
+        return self.schema.encode(frame)
+
+    def predict(self, frame: pd.DataFrame, *, level: float = 0.95, id_column: str | None = None) -> pd.DataFrame:
+        """Predictive mean, standard deviation and central interval of the target, per row.
+
+        Parameters
+        ----------
+        frame : DataFrame
+            Must contain every training feature column (any order; extra columns,
+            including the target, are ignored).
+        level : float, default=0.95
+            Probability of the central interval ``mean ± z·std`` (Gaussian predictive of y).
+        id_column : str, optional
+            Column copied to the output first, to match predictions to rows.
+
+        Returns
+        -------
+        DataFrame with the input's index and columns ``[id_column,] mean, std,
+        lower_<pct>, upper_<pct>`` in the target's original units.
+        """
+        if not 0 < level < 1:
+            raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
+        if id_column is not None and id_column not in frame.columns:
+            raise TableError(f"The id column {id_column!r} is not in the table. Columns: {', '.join(map(repr, frame.columns))}.")
+        X = self.transform(frame)
+        mean, std = self.estimator.predict(X, return_std=True)
+        z = norm.ppf(0.5 + level / 2)
+        pct = f"{100 * level:g}".replace(".", "_")
+        out = pd.DataFrame({"mean": mean, "std": std, f"lower_{pct}": mean - z * std,
+                            f"upper_{pct}": mean + z * std}, index=frame.index)
+        if id_column is not None:
+            out.insert(0, id_column, frame[id_column].to_numpy())
+        if not np.all(np.isfinite(out[["mean", "std"]].to_numpy())):
+            raise FloatingPointError("The model produced non-finite predictions; refit it (see `hdgp fit --help`).")
+        return out
+
+    # ------------------------------------------------------------- display
+    def summary(self) -> str:
+        """Model, data and held-out accuracy in a few lines."""
+        meta = self.metadata
+        lines = [f"hdgp model {meta.get('model', type(self.estimator).__name__)!s} predicting {self.target!r} "
+                 f"from {len(self.schema.features)} column(s)"
+                 + (f" ({len(self.schema.categorical)} categorical)" if self.schema.categorical else "")]
+        metrics = meta.get("metrics")
+        if metrics:
+            lines.append("  held-out: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
+        lines.append(summarize(self.estimator, header=False))
+        return "\n".join(line for line in lines if line)
+
+    def __repr__(self) -> str:
+        return self.summary()
