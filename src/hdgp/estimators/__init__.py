@@ -4,7 +4,8 @@ from ._base import BaseGPRegressor
 from .additive import AdditiveGPRegressor
 from .gp import GPRegressor
 from .oak import OAKRegressor
+from .projected import ProjectedAdditiveGPRegressor
 from .sigp import SIGPClassifier, SIGPRegressor
 from . import scale  # noqa: F401  (registers the SGPR/SVGP presets)
 
-__all__ = ["AdditiveGPRegressor", "BaseGPRegressor", "OAKRegressor", "GPRegressor", "SIGPClassifier", "SIGPRegressor"]
+__all__ = ["AdditiveGPRegressor", "BaseGPRegressor", "OAKRegressor", "GPRegressor", "ProjectedAdditiveGPRegressor", "SIGPClassifier", "SIGPRegressor"]

@@ -181,25 +181,18 @@ def _dct_basis(m: int, r: int, like: torch.Tensor) -> torch.Tensor:
     return E
 
 
-def _nystrom_grid_root(col: torch.Tensor, E: torch.Tensor, jitter: float = 1e-8):
-    """Nyström root of every grid covariance from a fixed basis ``E`` (m, r) or (J, m, r).
+def _nystrom_grid_root(col: torch.Tensor, E: torch.Tensor, jitter: float = 1e-8) -> torch.Tensor:
+    """Nyström root :math:`G_j = T_j E_j L_j^{-\\top}`, :math:`L_j L_j^\\top = E_j^\\top T_j E_j`, (J, m, r).
 
-    With :math:`L_j L_j^\\top = E_j^\\top T_j E_j` and :math:`B_j = E_j L_j^{-\\top}`, the root
-    :math:`G_j = T_j B_j` satisfies :math:`G_j G_j^\\top = T_j E_j (E_j^\\top T_j E_j)^{-1} E_j^\\top T_j
-    \\preceq T_j`; both are differentiable in ``col``.
-
-    Returns
-    -------
-    G, B : torch.Tensor of shape (J, m, r)
+    :math:`G_j G_j^\\top = T_j E_j (E_j^\\top T_j E_j)^{-1} E_j^\\top T_j \\preceq T_j` for a fixed
+    basis ``E`` (m, r); differentiable in ``col``.
     """
     E = E.expand(col.shape[0], *E.shape[-2:])
     TE = _toeplitz_matmul(col, E)
     C = E.transpose(-1, -2) @ TE
     C = C + jitter * C.diagonal(dim1=-2, dim2=-1).amax(-1)[:, None, None] * torch.eye(C.shape[-1]).to(C)
     L = torch.linalg.cholesky(C)
-    G = torch.linalg.solve_triangular(L, TE.transpose(-1, -2), upper=False).transpose(-1, -2)
-    B = torch.linalg.solve_triangular(L, E.transpose(-1, -2), upper=False).transpose(-1, -2)
-    return G, B
+    return torch.linalg.solve_triangular(L, TE.transpose(-1, -2), upper=False).transpose(-1, -2)
 
 
 def _features(op: "ProjectedSKIOperator", G: torch.Tensor) -> torch.Tensor:
@@ -252,7 +245,7 @@ def _split_kernel(kernel):
     return pk, kernel.outputscale
 
 
-class SKIProjectedGPModel(torch.nn.Module):
+class SKIProjectedGPModel(gpytorch.Module):
     """Constant mean + projected-additive kernel + Gaussian noise, with SKI inference.
 
     Same interface as :class:`hdgp.inference.exact.ExactGPModel`, so
@@ -327,7 +320,7 @@ class SKIProjectedGPModel(torch.nn.Module):
         noise = self.noise.expand(n)
         override = None
         if self.preconditioner_rank > 0:
-            G, _ = _nystrom_grid_root(op.col, _dct_basis(self.grid_size, self.preconditioner_rank, op.col))
+            G = _nystrom_grid_root(op.col, _dct_basis(self.grid_size, self.preconditioner_rank, op.col))
             override = _woodbury_preconditioner(_features(op, G), self.noise)
         return AddedDiagLinearOperator(op, DiagLinearOperator(noise), preconditioner_override=override)
 
@@ -367,9 +360,11 @@ class SKIProjectedGPModel(torch.nn.Module):
             alpha = Ky.solve((y - self.constant).unsqueeze(-1))
         T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
         evals, evecs = torch.linalg.eigh(T)
-        r = int((evals > tol * evals[:, -1:]).sum(-1).max())
-        E = evecs[..., -r:]  # exact top eigenvectors, so the Nyström root is the eigen-truncation
-        G, B = _nystrom_grid_root(op.col, E, jitter=0.0)
+        keep = evals > tol * evals[:, -1:]
+        r = int(keep.sum(-1).max())
+        E, lam, keep = evecs[..., -r:], evals[:, -r:], keep[:, -r:]
+        G = E * (lam.clamp_min(0).sqrt() * keep)[:, None, :]  # T_j ~ G_j G_j^T (eigen-truncation)
+        B = E * (keep / torch.where(keep, lam, torch.ones_like(lam)).sqrt())[:, None, :]  # T_j B_j = G_j
         Phi = _features(op, G)
         A = self.noise * torch.eye(Phi.shape[1], dtype=Phi.dtype, device=Phi.device) + Phi.T @ Phi
         L_A = torch.linalg.cholesky(A)
@@ -387,7 +382,7 @@ def _settings(num_probes: int, max_cg: int, tol: float) -> ExitStack:
         linear_operator.settings.max_cg_iterations(max_cg),
         linear_operator.settings.cg_tolerance(tol),
         gpytorch.settings.eval_cg_tolerance(tol),
-        linear_operator.settings.max_lanczos_quadrature_iterations(min(max_cg, 100)),
+        linear_operator.settings.max_lanczos_quadrature_iterations(min(max_cg, 20)),
         linear_operator.settings.min_preconditioning_size(1),
         linear_operator.settings.max_preconditioner_size(0),  # never the generic pivoted Cholesky
     ):
@@ -407,7 +402,9 @@ class SKIPosterior:
     mean_cache : torch.Tensor of shape (J, m, 1)
         :math:`c_j W_j^\\top \\alpha` on the training grids.
     root_cache : torch.Tensor of shape (J, m, r)
-        :math:`\\sqrt{c_j} E_j L_j^{-\\top}`; :math:`T_j` applied to it is the grid root :math:`G_j`.
+        :math:`\\sqrt{c_j} E_j \\Lambda_j^{-1/2}` (kept eigenpairs of :math:`T_j`); :math:`T_j` applied to
+        it is the grid root :math:`G_j = E_j\\Lambda_j^{1/2}`, and on an extended grid its Nyström
+        extension.
     L_A : torch.Tensor of shape (J r, J r)
         Cholesky factor of :math:`\\sigma^2 I + \\Phi^\\top \\Phi`.
     constant, noise : torch.Tensor

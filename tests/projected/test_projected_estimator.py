@@ -1,0 +1,100 @@
+"""ProjectedAdditiveGPRegressor: presets of Table 2, -ARD behaviour, SKI path, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+
+import hdgp
+from hdgp.exceptions import ConvergenceWarning
+from hdgp.estimators.projected import ProjectedAdditiveGPRegressor
+from hdgp.kernels.projected_kernel import ProjectedAdditiveKernel
+
+TABLE2 = ["Single-RP", "RPA-GP-1", "RPA-GP-2", "RPA-GP-3", "DPA-GP", "RPA-GP-ARD", "DPA-GP-ARD", "DPA-GP-ARD-SKI"]
+
+
+def _data(n=120, d=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(X[:, 0] + X[:, 1]) + 0.5 * X[:, 0] * X[:, 1] + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+@pytest.mark.parametrize("name", TABLE2)
+def test_every_table2_preset_builds_the_papers_configuration(name):
+    est = hdgp.preset(name, random_state=0)
+    assert isinstance(est, ProjectedAdditiveGPRegressor)
+    degrees = est._degrees()
+    expected = {"Single-RP": 1, "RPA-GP-2": 12, "RPA-GP-3": 14}.get(name, 20)
+    assert len(degrees) == expected
+    assert est.ard == name.endswith(("ARD", "ARD-SKI"))
+    assert est.directions == ("diverse" if name.startswith("DPA") else "random")
+    assert (est.inference == "ski") == name.endswith("SKI")
+    clone(est)  # scikit-learn parameters round-trip
+
+
+def test_fit_predict_and_fitted_attributes():
+    X, y = _data()
+    est = ProjectedAdditiveGPRegressor(8, random_state=0).fit(X[:100], y[:100])
+    mean, std = est.predict(X[100:], return_std=True)
+    assert mean.shape == std.shape == (20,) and np.all(std > 0)
+    assert np.sqrt(np.mean((mean - y[100:]) ** 2)) < 0.5 * np.std(y)
+    assert est.projections_.shape == (8, 4) and est.degrees_ == (1,) * 8
+    assert isinstance(est.kernel_.base_kernel, ProjectedAdditiveKernel)
+    assert 0 < est.min_pairwise_angle_ <= np.pi / 2
+    again = ProjectedAdditiveGPRegressor(8, random_state=0).fit(X[:100], y[:100])
+    assert np.allclose(again.predict(X[100:]), mean)  # seeded directions and training
+
+
+def test_ard_prunes_irrelevant_features():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(150, 6))
+    y = np.sin(X[:, 0]) + np.cos(X[:, 1]) + 0.05 * rng.normal(size=150)  # features 2..5 irrelevant
+    est = ProjectedAdditiveGPRegressor(10, ard=True, random_state=0).fit(X, y)
+    ell = est.kernel_.base_kernel.input_lengthscale.numpy()
+    assert ell[2:].min() > 3 * ell[:2].max()
+
+
+def test_mixed_degrees_and_ski_agree_with_exact_on_a_small_problem():
+    X, y = _data(n=190)
+    Xtr, ytr, Xte, yte = X[:150], y[:150], X[150:], y[150:]
+    with warnings.catch_warnings():  # same short L-BFGS budget for both; SKI is slow at tiny n
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        exact = ProjectedAdditiveGPRegressor(8, random_state=0, inference="exact", max_iter=25).fit(Xtr, ytr)
+        ski = ProjectedAdditiveGPRegressor(8, random_state=0, inference="ski", grid_size=128,
+                                           max_iter=25).fit(Xtr, ytr)
+    assert ski.inference_ == "ski" and exact.inference_ == "exact"
+    rmse = lambda e: np.sqrt(np.mean((e.predict(Xte) - yte) ** 2))  # noqa: E731
+    assert abs(rmse(ski) - rmse(exact)) < 0.1 * np.std(y)
+    far = np.full((1, 4), 1e3)
+    m, s = ski.predict(far, return_std=True)
+    assert np.isfinite(m).all() and np.isfinite(s).all()
+    mixed = ProjectedAdditiveGPRegressor(None, degree=[(4, 1), (4, 2), (2, 3)], directions="random",
+                                         ard=False, random_state=0).fit(Xtr, ytr)
+    assert mixed.degrees_ == (1,) * 4 + (2,) * 4 + (3,) * 2
+    assert rmse(mixed) < 0.5 * np.std(y), rmse(mixed)
+
+
+def test_single_feature_works():
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(40, 1))
+    est = ProjectedAdditiveGPRegressor(3, random_state=0).fit(X, np.sin(2 * X[:, 0]))
+    assert np.abs(est.predict(X) - np.sin(2 * X[:, 0])).max() < 0.1
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(n_projections=0), "n_projections"),
+        (dict(degree=5, directions="random"), "exceeds the number of features"),
+        (dict(directions="sobol"), "directions"),
+        (dict(degree=2), "diverse"),
+        (dict(degree=2, directions="random", inference="ski"), "ski"),
+        (dict(grid_size=4), "grid_size"),
+    ],
+)
+def test_bad_parameters_raise_clear_errors(params, message):
+    X, y = _data(n=20)
+    with pytest.raises(ValueError, match=message):
+        ProjectedAdditiveGPRegressor(**params).fit(X, y)
