@@ -17,7 +17,8 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-__all__ = ["PLOTS", "register_plot", "plot_metric", "plot_sobol_by_order"]
+__all__ = ["PLOTS", "register_plot", "plot_metric", "plot_sobol_by_order", "plot_convergence_in_j",
+           "plot_cumulative_sobol", "plot_scaling"]
 
 PLOTS: dict[str, Callable] = {}
 
@@ -115,8 +116,106 @@ def plot_sobol_by_order(results: pd.DataFrame, comparison: pd.DataFrame, protoco
     return [path]
 
 
+def plot_convergence_in_j(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path,
+                          param: str = "n_projections", metric: str = "rmse") -> list[Path]:
+    """RPA-GP Fig. 3: test metric against the number of projections J (mean, 2·std band).
+
+    Models whose spec sets ``param`` are drawn as curves (one per preset); the
+    others (full-dimensional baselines) as horizontal lines.
+    """
+    rows = comparison[comparison["metric"] == metric]
+    if rows.empty:
+        return []
+    specs = {m.label: m for m in protocol.models}
+    plt = _pyplot()
+    datasets = list(dict.fromkeys(rows["dataset"]))
+    fig, axes = plt.subplots(1, len(datasets), figsize=(4 * len(datasets), 3.2), squeeze=False)
+    for ax, dataset in zip(axes[0], datasets):
+        sub = rows[rows["dataset"] == dataset]
+        curves: dict[str, list] = {}
+        for r in sub.itertuples():
+            spec = specs.get(r.model)
+            if spec is not None and param in spec.params:
+                curves.setdefault(spec.preset, []).append((spec.params[param], r.mean, r.std))
+            else:
+                ax.axhline(r.mean, ls="--", lw=1, label=r.model, color=f"C{len(ax.lines) % 10}")
+        for k, (name, pts) in enumerate(sorted(curves.items())):
+            pts.sort()
+            x, m, sd = (np.array(v, float) for v in zip(*pts))
+            sd = np.nan_to_num(sd)
+            ax.plot(x, m, "o-", ms=3, label=name, color=f"C{(k + 5) % 10}")
+            ax.fill_between(x, m - 2 * sd, m + 2 * sd, alpha=0.15, color=f"C{(k + 5) % 10}")
+        ax.set_xscale("log")
+        ax.set_xlabel("number of projections J")
+        ax.set_ylabel(f"test {metric.upper()}")
+        ax.set_title(dataset, fontsize=9)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    path = Path(out_dir) / "convergence_in_J.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def plot_cumulative_sobol(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path) -> list[Path]:
+    """OAK Fig. 5: test RMSE and cumulative Sobol share against the number of ranked terms (split 0 of each set)."""
+    curves = []
+    for row in results[results["status"] == "done"].itertuples():
+        extras = getattr(row, "extras", None)
+        curve = extras.get("truncation-curve") if isinstance(extras, dict) else None
+        if curve:
+            curves.append((row.dataset, row.model, row.split, curve))
+    if not curves:
+        return []
+    first = {}
+    for dataset, model, split, curve in sorted(curves, key=lambda c: c[2]):
+        first.setdefault((dataset, model), curve)
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, len(first), figsize=(3.4 * len(first), 3.0), squeeze=False)
+    for ax, ((dataset, model), curve) in zip(axes[0], sorted(first.items())):
+        ax.plot(curve["n_terms"], curve["rmse"], "-", color="C3", label="test RMSE")
+        ax.set_xlabel("number of terms (ranked by Sobol index)")
+        ax.set_ylabel("test RMSE", color="C3")
+        twin = ax.twinx()
+        total = curve["cumulative_sobol"][-1] if curve["cumulative_sobol"] else 1.0
+        twin.plot(curve["n_terms"], np.asarray(curve["cumulative_sobol"]) / (total or 1.0), "--", color="C2")
+        twin.set_ylabel("cumulative Sobol (normalised)", color="C2")
+        ax.set_title(f"{dataset} ({model})", fontsize=9)
+    fig.tight_layout()
+    path = Path(out_dir) / "cumulative_sobol.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
+def plot_scaling(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path) -> list[Path]:
+    """RPA-GP Fig. 5: training seconds against the number of training points, per model (log-log)."""
+    done = results[(results["status"] == "done") & results["fit_seconds"].notna()]
+    if done.empty:
+        return []
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(4.5, 3.4))
+    for k, (model, grp) in enumerate(done.groupby("model", sort=True)):
+        g = grp.groupby("n_train")["fit_seconds"].mean().sort_index()
+        ax.plot(g.index, g.values, "o-", ms=4, label=model, color=f"C{k}")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("training points n")
+    ax.set_ylabel("training time (s)")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{protocol.name}: training time", fontsize=9)
+    fig.tight_layout()
+    path = Path(out_dir) / "scaling.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 register_plot("rmse", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "rmse"))
 register_plot("mse", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "mse"))
 register_plot("nlpd", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "nlpd"))
 register_plot("f1", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "f1"))
 register_plot("sobol-by-order", plot_sobol_by_order)
+register_plot("convergence-in-J", plot_convergence_in_j)
+register_plot("cumulative-sobol", plot_cumulative_sobol)
+register_plot("scaling", plot_scaling)

@@ -185,7 +185,7 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in paths["plots"]] + [""]
     paths["markdown"].write_text("\n".join(lines))
     cmp.drop(columns=["values"]).to_csv(paths["summary_csv"], index=False, float_format="%.6g")
-    tasks = results.drop(columns=["traceback", "versions", "machine", "metrics"]).copy()
+    tasks = results.drop(columns=["traceback", "versions", "machine", "metrics", "extras"]).copy()
     tasks["hyperparameters"] = [json.dumps(h, default=str) for h in tasks["hyperparameters"]]
     tasks["warnings"] = [json.dumps(w) for w in tasks["warnings"]]
     tasks.to_csv(paths["tasks_csv"], index=False, float_format="%.6g")

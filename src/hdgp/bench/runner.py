@@ -149,7 +149,8 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
                     continue
                 for seed in seed_list:
                     tasks.append(TaskSpec(proto.name, spec, mspec, split, seed, proto.normalisation,
-                                          dict(proto.estimator_params), data_dir, threads))
+                                          dict(proto.estimator_params), data_dir, threads,
+                                          tuple(proto.extras)))
     return tasks, missing
 
 

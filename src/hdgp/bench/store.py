@@ -24,7 +24,7 @@ CREATE TABLE IF NOT EXISTS results (
     status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
     preset TEXT, metrics TEXT, fit_seconds REAL, predict_seconds REAL, peak_rss_mb REAL, rss_increase_mb REAL,
     n_train INTEGER, n_test INTEGER, n_features INTEGER, threads INTEGER,
-    hyperparameters TEXT, warnings TEXT, versions TEXT, machine TEXT,
+    hyperparameters TEXT, extras TEXT, warnings TEXT, versions TEXT, machine TEXT,
     error TEXT, traceback TEXT, attempts INTEGER NOT NULL DEFAULT 1,
     started_at REAL, finished_at REAL,
     PRIMARY KEY (protocol, dataset, model, split, seed)
@@ -35,10 +35,10 @@ CREATE TABLE IF NOT EXISTS runs (
     versions TEXT, machine TEXT
 );
 """
-_JSON_COLUMNS = ("metrics", "hyperparameters", "warnings", "versions", "machine")
+_JSON_COLUMNS = ("metrics", "hyperparameters", "extras", "warnings", "versions", "machine")
 _COLUMNS = ("protocol", "dataset", "model", "split", "seed", "status", "preset", "metrics", "fit_seconds",
-            "predict_seconds", "peak_rss_mb", "rss_increase_mb", "n_train", "n_test", "n_features", "threads", "hyperparameters",
-            "warnings", "versions", "machine", "error", "traceback", "started_at", "finished_at")
+            "predict_seconds", "peak_rss_mb", "rss_increase_mb", "n_train", "n_test", "n_features", "threads",
+            "hyperparameters", "extras", "warnings", "versions", "machine", "error", "traceback", "started_at", "finished_at")
 
 
 class StoreError(RuntimeError):
@@ -206,6 +206,9 @@ class ResultStore:
             df = pd.read_sql_query(query + " ORDER BY dataset, model, split, seed", self._conn, params=args)
         except (sqlite3.DatabaseError, pd.errors.DatabaseError) as exc:
             raise StoreError(f"Could not read results database {str(self.path)!r}: {exc}") from exc
+        for c in _COLUMNS:  # a database from an older hdgp may lack newer columns
+            if c not in df:
+                df[c] = None
         for c in _JSON_COLUMNS:
             df[c] = [json.loads(v) if isinstance(v, str) else v for v in df[c]]
         metric_names = sorted({k for m in df["metrics"] if isinstance(m, dict) for k in m})

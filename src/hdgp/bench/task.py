@@ -7,6 +7,7 @@ the run goes on and the store records the failure.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import threading
@@ -19,8 +20,20 @@ import numpy as np
 
 from .protocols import DatasetSpec, ModelSpec
 
-__all__ = ["TaskSpec", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
+__all__ = ["EXTRAS", "TaskSpec", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
            "machine_description", "set_threads"]
+
+
+def _truncation_curve(est, data) -> dict | None:
+    """OAK Fig. 5: test RMSE and cumulative Sobol share as ranked terms are added."""
+    if not hasattr(est, "truncation_curve"):
+        return None
+    curve = est.truncation_curve(data.X_test, data.y_test, max_terms=30)
+    return {k: np.asarray(v, float).tolist() for k, v in curve.items()}
+
+
+#: Extra per-task measurements a protocol can ask for: ``name -> fn(fitted_estimator, data) -> dict | None``.
+EXTRAS = {"truncation-curve": _truncation_curve}
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class TaskSpec:
     estimator_params: dict = field(default_factory=dict)
     data_dir: str | None = None
     threads: int = 1
+    extras: tuple = ()
 
     @property
     def key(self) -> tuple:
@@ -55,11 +69,28 @@ def set_threads(threads: int) -> None:
     torch.set_num_threads(threads)
 
 
+@functools.lru_cache(maxsize=1)
+def _git_revision() -> str | None:
+    """``<commit>[+dirty]`` of the hdgp checkout this process imported, or None outside a git checkout."""
+    import subprocess
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    try:
+        rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True,
+                             timeout=10, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", str(here.parent)],
+                               cwd=here, capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return rev + ("+dirty" if dirty else "") if rev else None
+
+
 def library_versions() -> dict:
-    """Versions of Python and the libraries a result depends on."""
+    """Versions of Python and the libraries a result depends on (and hdgp's git commit when known)."""
     from importlib import metadata
 
-    out = {"python": platform.python_version()}
+    out = {"python": platform.python_version(), "hdgp_git": _git_revision()}
     for pkg in ("hdgp", "torch", "gpytorch", "numpy", "scipy", "scikit-learn"):
         try:
             out[pkg] = metadata.version(pkg)
@@ -215,7 +246,7 @@ def run_task(task: TaskSpec) -> dict:
     -------
     dict with ``status`` ("done" or "failed"), ``metrics``, ``fit_seconds``,
     ``predict_seconds``, ``peak_rss_mb``, ``hyperparameters``, ``warnings``,
-    ``versions``, ``machine``, ``threads``, ``error``, ``traceback``,
+    ``extras``, ``versions``, ``machine``, ``threads``, ``error``, ``traceback``,
     ``started_at``, ``finished_at`` and the task's key fields.
     """
     from .datasets import load_split
@@ -246,6 +277,14 @@ def run_task(task: TaskSpec) -> dict:
                       hyperparameters=hyperparameter_summary(est),
                       warnings=sorted({f"{w.category.__name__}: {w.message}" for w in caught})[:10],
                       status="done")
+        extras = {}
+        for name in task.extras:
+            if name not in EXTRAS:
+                raise ValueError(f"Unknown extra measurement {name!r}; valid: {', '.join(EXTRAS)}.")
+            value = EXTRAS[name](est, data)
+            if value is not None:
+                extras[name] = value
+        record["extras"] = extras
         bad = [k for k, v in scores.items() if not np.isfinite(v)]
         if bad:
             record.update(status="failed", error=f"non-finite metric(s) {bad}: {scores}")

@@ -1,0 +1,87 @@
+"""Family-specific report figures (convergence in J, Sobol curves, scaling) and per-task extra measurements."""
+
+import numpy as np
+import pytest
+
+from hdgp import GPRegressor, presets
+from hdgp.bench import ResultStore, get_protocol, make_report, run_protocol
+
+
+class _CurveRegressor(GPRegressor):
+    """A linear GP that also reports a (made-up but deterministic) truncation curve."""
+
+    def truncation_curve(self, X, y, max_terms=50):
+        k = np.arange(1, 4)
+        return {"n_terms": k, "cumulative_sobol": np.array([0.5, 0.9, 1.0]), "rmse": 1.0 / k}
+
+
+@pytest.fixture
+def curve_preset(monkeypatch):
+    """Register the test-only preset for this test only."""
+    import importlib
+
+    registry = importlib.import_module("hdgp.presets")
+    presets()  # load every family first
+    entry = registry._Preset("test-curve", lambda **kw: _CurveRegressor(kernel="linear", **kw), "test only")
+    monkeypatch.setitem(registry._REGISTRY, "test-curve", entry)
+
+
+def test_extras_are_measured_stored_and_plotted(curve_preset, tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(models=[{"label": "Curve", "preset": "test-curve"}, {"label": "Linear", "preset": "Linear"}],
+                         splits=(0,))
+    spec.update(extras=["truncation-curve"], plots=["cumulative-sobol"])
+    path = str(protocol_file(spec))
+    db = tmp_path / "r.sqlite"
+    summary = run_protocol(path, workers=0, db=db, progress=False)
+    assert summary.done == 2
+    with ResultStore(db) as store:
+        df = store.frame("tiny").set_index("model")
+    assert df.loc["Curve", "extras"]["truncation-curve"]["rmse"] == pytest.approx([1.0, 0.5, 1 / 3])
+    assert df.loc["Linear", "extras"] == {}  # models without the method are simply not measured
+    paths = make_report(path, db=db, out_dir=tmp_path / "out")
+    assert {p.name for p in paths["plots"]} == {"rmse.png", "cumulative_sobol.png"}
+
+
+def test_unknown_extra_fails_the_task_with_the_valid_names(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(splits=(0,))
+    spec["extras"] = ["sobol-everything"]
+    db = tmp_path / "r.sqlite"
+    run_protocol(str(protocol_file(spec)), workers=0, db=db, progress=False)
+    with ResultStore(db) as store:
+        error = store.frame("tiny").error.iloc[0]
+    assert "Unknown extra measurement 'sobol-everything'" in error and "truncation-curve" in error
+
+
+def _write(store, protocol, dataset, model, split, rmse, n_train=100, fit=1.0, hp=None):
+    store.write({"protocol": protocol, "dataset": dataset, "model": model, "split": split, "seed": 0,
+                 "status": "done", "metrics": {"rmse": rmse}, "fit_seconds": fit, "n_train": n_train, "threads": 1,
+                 "hyperparameters": hp or {}, "versions": {}, "machine": {"platform": "t", "cores": 2}})
+
+
+def test_convergence_in_j_and_scaling_figures(tmp_path):
+    fig3, fig5 = get_protocol("rpa-gp-fig3"), get_protocol("rpa-gp-fig5")
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        for j in (1, 5, 20):
+            for split in range(3):
+                _write(store, fig3.name, "yacht", f"DPA-GP-ARD J={j}", split, 1.0 / j + 0.01 * split)
+        for split in range(3):
+            _write(store, fig3.name, "yacht", "RBF-ARD", split, 0.1)
+        for n in (500, 1000, 2000):
+            _write(store, fig5.name, f"sin-sum-n{n}", "RPA-GP-SKI", 0, 0.1, n_train=int(0.9 * n), fit=n / 1000)
+            _write(store, fig5.name, f"sin-sum-n{n}", "RBF (Cholesky)", 0, 0.1, n_train=int(0.9 * n), fit=(n / 1000) ** 3)
+    p3 = make_report(fig3, db=db, out_dir=tmp_path / "fig3", reference_dir=tmp_path)
+    p5 = make_report(fig5, db=db, out_dir=tmp_path / "fig5", reference_dir=tmp_path)
+    assert "convergence_in_J.png" in {p.name for p in p3["plots"]}
+    assert "scaling.png" in {p.name for p in p5["plots"]}
+    assert all(p.stat().st_size > 1000 for p in p3["plots"] + p5["plots"])
+
+
+def test_sobol_by_order_reads_the_stored_vector(tmp_path):
+    oak = get_protocol("oak-table5")
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        for split in range(2):
+            _write(store, oak.name, "housing", "OAK", split, 0.3, hp={"sobol_order_": [0.8, 0.15, 0.05]})
+    paths = make_report(oak, db=db, out_dir=tmp_path / "out")
+    assert "sobol_by_order.png" in {p.name for p in paths["plots"]}
