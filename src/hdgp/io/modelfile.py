@@ -141,7 +141,10 @@ def save(est, path, *, table=None, metadata=None) -> Path:
             "metadata": encoder.encode(metadata, "metadata"),
         }
     except UnsupportedStateError as exc:
-        raise ModelFileError(f"Cannot save this {cls.__name__}: {exc}") from exc
+        raise ModelFileError(
+            f"Cannot save this {cls.__name__}: {exc} Model files hold estimators built from named kernels "
+            "and presets; for a model with your own kernel object use pickle (trusted files only)."
+        ) from exc
     tensors = dict(encoder.tensors)
     if model is not None:
         tensors.update({_MODEL_PREFIX + k: v.detach().cpu().clone() for k, v in model.state_dict().items()})

@@ -39,7 +39,13 @@ def _rows(labels, limit: int = _SHOW) -> str:
 
 
 def _suggest(name: str, choices) -> str:
-    close = difflib.get_close_matches(str(name), [str(c) for c in choices], n=3)
+    """' Did you mean ...?' for names equal up to case/spaces or close in spelling."""
+    choices = [str(c) for c in choices]
+    key = str(name).strip().lower()
+    close = [c for c in choices if c.strip().lower() == key]
+    if not close:
+        lowered = {c.lower(): c for c in choices}
+        close = [lowered[c] for c in difflib.get_close_matches(key, list(lowered), n=3)]
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 

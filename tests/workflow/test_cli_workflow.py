@@ -1,0 +1,148 @@
+"""`hdgp fit` → `hdgp predict` → `hdgp explain` end to end on small CSV files (click's CliRunner)."""
+
+import json
+import re
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+from sklearn.datasets import load_diabetes
+
+import hdgp
+from hdgp.cli import main
+
+FAST_GP = ["-p", "max_iter=15"]
+FAST_OAK = ["-p", "max_iter=10", "-p", "max_order=2"]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cli")
+    diabetes = load_diabetes(as_frame=True).frame.head(150)
+    diabetes.to_csv(folder / "diabetes.csv", index=False)
+    rng = np.random.default_rng(1)
+    cat = diabetes.head(100).copy()
+    cat.insert(0, "patient", [f"p{i:03d}" for i in range(len(cat))])
+    cat["region"] = rng.choice(["north", "south", "east"], len(cat))
+    cat.loc[cat.region == "north", "target"] += 80
+    cat.to_csv(folder / "regions.csv", index=False)
+    return folder
+
+
+def _run(*args):
+    return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+
+
+def test_help_documents_the_workflow():
+    text = _run("--help").output
+    assert all(cmd in text for cmd in ("fit", "predict", "explain"))
+    fit_help = _run("fit", "--help").output
+    assert "--model auto" in fit_help and "--categorical" in fit_help and "log predictive density" in fit_help
+
+
+def test_diabetes_fit_predict_explain_json(files):
+    model = files / "d.hdgp"
+    result = _run("fit", files / "diabetes.csv", "--target", "target", "--model", "rbf-ard", *FAST_GP,
+                  "-o", model, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["model"] == "RBF-ARD" and out["n_test"] == 30 and out["n_train"] == 120
+    for key in ("rmse", "nlpd", "r2", "coverage_50", "coverage_90", "coverage_95"):
+        assert np.isfinite(out["metrics"][key])
+    assert out["metrics"]["rmse"] < 80  # the target's std is ~ 77: the model must beat the mean, roughly
+    assert "noise_variance" in out["learned"] and "lengthscales" in out["learned"]
+
+    result = _run("predict", model, files / "diabetes.csv", "-o", files / "p.csv", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["n_rows"] == 150
+    pred = pd.read_csv(files / "p.csv")
+    assert list(pred.columns) == ["mean", "std", "lower_95", "upper_95"]
+    frame = pd.read_csv(files / "diabetes.csv")
+    direct = hdgp.load(model).estimator.predict(frame.drop(columns="target"))
+    np.testing.assert_allclose(pred["mean"], direct, rtol=1e-12)
+    np.testing.assert_allclose(pred["upper_95"] - pred["mean"], 1.959963984540054 * pred["std"], rtol=1e-9)
+
+    result = _run("explain", model, "-o", files / "report_d", "--json")
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["metrics"]["coverage_95"] == out["metrics"]["coverage_95"]
+    html = (files / "report_d" / "report.html").read_text()
+    assert "not an orthogonal additive model" in html and "coverage of 95 % intervals" in html
+
+
+def test_categorical_csv_with_oak(files):
+    model = files / "r.hdgp"
+    result = _run("fit", files / "regions.csv", "-t", "target", "-m", "oak", "--drop", "patient", *FAST_OAK,
+                  "-o", model)
+    assert result.exit_code == 0, result.output
+    assert "OAK predicting 'target'" in result.stdout and "(1 categorical)" in result.stdout
+    assert "Held-out (20 rows)" in result.stdout
+    tm = hdgp.load(model)
+    assert tm.schema.kinds["region"] == "categorical" and tm.schema.levels["region"] == ["east", "north", "south"]
+    assert "region" in {name for term in list(tm.estimator.sobol_indices_)[:3] for name in term}
+
+    shuffled = pd.read_csv(files / "regions.csv").iloc[::-1]
+    shuffled = shuffled[list(shuffled.columns[::-1])]  # other column order, target still present
+    shuffled.to_csv(files / "shuffled.csv", index=False)
+    result = _run("predict", model, files / "shuffled.csv", "-o", files / "pr.csv", "--id-column", "patient",
+                  "--level", "0.9")
+    assert result.exit_code == 0, result.output
+    pred = pd.read_csv(files / "pr.csv")
+    assert list(pred.columns) == ["patient", "mean", "std", "lower_90", "upper_90"]
+    assert pred["patient"].iloc[0] == "p099"
+    north = pred["mean"][shuffled["region"].to_numpy() == "north"].mean()
+    assert north > pred["mean"][shuffled["region"].to_numpy() != "north"].mean() + 30
+
+    result = _run("explain", model, "--top", "5", "-o", files / "report_r", "--quiet")
+    assert result.exit_code == 0, result.output
+    html = (files / "report_r" / "report.html").read_text()
+    assert "class='sobol'" in html and "region" in html and html.count("class='component'") >= 3
+    assert (files / "report_r" / "component_01.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize("content, args, message", [
+    ("a,b,y\n1,2,3\n4,5,6\n", ["-t", "target"], "target column 'target' is not in the table"),
+    ("a,b,y\n1,2,3\n4,x,5\n" + "1,2,3\n" * 10, ["-t", "y"], "Column 'b' should hold numbers, but rows 2 contain 'x'"),
+    ("a,b,y\n1,,3\n4,5,6\n" + "1,2,3\n" * 10, ["-t", "y"], r"missing values in column\(s\) 'b' \(rows 1\)"),
+    ("", ["-t", "y"], "is empty"),
+    ("a,b,y\n" + "1,2,3\n" * 10, ["-t", "y"], "has 1 distinct value"),
+])
+def test_bad_csv_gives_clear_message_and_no_file(tmp_path, content, args, message):
+    (tmp_path / "bad.csv").write_text(content)
+    result = _run("fit", tmp_path / "bad.csv", *args, "-m", "rbf-ard", "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 1
+    assert re.search(message, result.output), result.output
+    assert "Traceback" not in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+def test_predict_errors_leave_no_output(files, tmp_path):
+    model = files / "d.hdgp"
+    if not model.exists():
+        pytest.skip("needs the diabetes model from test_diabetes_fit_predict_explain_json")
+    frame = pd.read_csv(files / "diabetes.csv").drop(columns="bmi")
+    frame.to_csv(tmp_path / "nobmi.csv", index=False)
+    result = _run("predict", model, tmp_path / "nobmi.csv", "-o", tmp_path / "p.csv")
+    assert result.exit_code == 1 and "missing the column(s) 'bmi'" in result.output
+    assert not (tmp_path / "p.csv").exists()
+
+    broken = tmp_path / "broken.hdgp"
+    broken.write_bytes(model.read_bytes()[:500])
+    result = _run("predict", broken, files / "diabetes.csv", "-o", tmp_path / "p.csv")
+    assert result.exit_code == 1 and "truncated or damaged" in result.output
+    assert not (tmp_path / "p.csv").exists()
+
+    bare = hdgp.save(hdgp.load(model).estimator, tmp_path / "bare.hdgp")
+    result = _run("explain", bare, "-o", tmp_path / "rep")
+    assert result.exit_code == 1 and "without a table description" in result.output
+    assert not (tmp_path / "rep").exists()
+
+
+def test_unknown_model_and_param(files, tmp_path):
+    result = _run("fit", files / "diabetes.csv", "-t", "target", "-m", "nope", "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 1 and "Unknown model 'nope'" in result.output and "RBF-ARD" in result.output
+    result = _run("fit", files / "diabetes.csv", "-t", "target", "-m", "rbf-ard", "-p", "max_itr=3",
+                  "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 1 and "no parameter 'max_itr'" in result.output
+    assert not (tmp_path / "m.hdgp").exists()

@@ -1,0 +1,212 @@
+"""The .hdgp model file: identical predictions after a round trip, version checks, damaged files."""
+
+import io
+import json
+import warnings
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+import hdgp
+from hdgp.exceptions import HDGPWarning
+from hdgp.io import FORMAT_VERSION, ModelFileError, read_manifest
+
+RNG = np.random.default_rng(0)
+X = RNG.normal(size=(40, 3))
+Y = np.sin(X[:, 0]) + 0.5 * X[:, 1] * X[:, 2] + 0.1 * RNG.normal(size=40)
+XT = RNG.normal(size=(7, 3))
+
+FAMILIES = {
+    "RBF-ARD": dict(max_iter=10),
+    "GAM": dict(max_iter=10),
+    "Linear": dict(max_iter=10),
+    "Additive": dict(max_iter=10, max_order=2),
+    "OAK": dict(max_iter=10, max_order=2),
+    "DPA-GP-ARD": dict(max_iter=5, n_projections=4),
+    "RPA-GP-2": dict(max_iter=5, degree=[(2, 1), (2, 2)]),
+    "SGPR-RBF-ARD": dict(max_iter=10, n_inducing=8),
+    "SIGP": dict(rank=2, lengthscale=2.0, eta=1e-3, mean_penalty=1.0, y_bandwidth=0.5),
+}
+
+
+def _fit(name, **extra):
+    est = hdgp.preset(name, random_state=0, **{**FAMILIES[name], **extra})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return est.fit(X, Y)
+
+
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_round_trip_gives_identical_predictions(tmp_path, name):
+    est = _fit(name)
+    path = hdgp.save(est, tmp_path / "m.hdgp")
+    back = hdgp.load(path)
+    assert type(back) is type(est)
+    assert back.get_params() == est.get_params()
+    mean, std = est.predict(XT, return_std=True)
+    mean2, std2 = back.predict(XT, return_std=True)
+    np.testing.assert_array_equal(mean, mean2)
+    np.testing.assert_array_equal(std, std2)
+    # a reloaded model saves and reloads again
+    again = hdgp.load(hdgp.save(back, tmp_path / "m2.hdgp"))
+    np.testing.assert_array_equal(again.predict(XT), mean)
+
+
+def test_oak_with_dataframe_and_text_column_keeps_sobol_and_components(tmp_path):
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["g"] = np.where(X[:, 0] > 0, "hi", "lo")
+    est = hdgp.preset("OAK", random_state=0, max_iter=10, max_order=2)
+    est.fit(frame, Y)
+    back = hdgp.load(hdgp.save(est, tmp_path / "oak.hdgp"))
+    assert back.sobol_indices_ == est.sobol_indices_
+    test = frame.iloc[:5]
+    np.testing.assert_array_equal(back.predict(test), est.predict(test))
+    np.testing.assert_array_equal(back.predict_component(test, "a"), est.predict_component(test, "a"))
+    assert list(back.feature_names_in_) == ["a", "b", "c", "g"]
+
+
+def test_sigp_classifier_round_trip(tmp_path):
+    labels = np.where(Y > np.median(Y), "yes", "no")
+    est = hdgp.preset("SIGP-classifier", random_state=0, rank=2, lengthscale=2.0, eta=1e-3, mean_penalty=1.0)
+    est.fit(X, labels)
+    back = hdgp.load(hdgp.save(est, tmp_path / "c.hdgp"))
+    np.testing.assert_array_equal(back.predict_proba(XT), est.predict_proba(XT))
+    assert list(back.classes_) == ["no", "yes"]
+
+
+def test_manifest_is_documented_json(tmp_path):
+    path = hdgp.save(_fit("GAM"), tmp_path / "m.hdgp")
+    manifest = read_manifest(path)
+    assert manifest["format"] == "hdgp-model"
+    assert manifest["format_version"] == list(FORMAT_VERSION)
+    assert manifest["library_version"] == hdgp.__version__
+    assert manifest["estimator"]["class"] == "hdgp.estimators.gp.GPRegressor"
+    with zipfile.ZipFile(path) as zf:
+        assert sorted(zf.namelist()) == ["manifest.json", "tensors.pt"]
+        tensors = torch.load(io.BytesIO(zf.read("tensors.pt")), weights_only=True)
+    assert all(isinstance(v, torch.Tensor) for v in tensors.values())
+    assert any(k.startswith("model_state/") for k in tensors)
+
+
+def _rewrite(path, out, *, manifest=None, tensors=None):
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    if manifest is not None:
+        members["manifest.json"] = json.dumps(manifest(json.loads(members["manifest.json"]))).encode()
+    if tensors is not None:
+        members["tensors.pt"] = tensors
+    with zipfile.ZipFile(out, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    return hdgp.save(_fit("GAM"), tmp_path_factory.mktemp("m") / "m.hdgp")
+
+
+def test_future_major_version_is_refused(saved, tmp_path):
+    def bump(m):
+        m["format_version"] = [FORMAT_VERSION[0] + 1, 0]
+        m["library_version"] = "9.0.0"
+        return m
+
+    with pytest.raises(ModelFileError, match=r"format 2\.0 .*hdgp 9\.0\.0.*Upgrade hdgp"):
+        hdgp.load(_rewrite(saved, tmp_path / "future.hdgp", manifest=bump))
+
+
+def test_newer_minor_version_loads_with_warning(saved, tmp_path):
+    def bump(m):
+        m["format_version"] = [FORMAT_VERSION[0], FORMAT_VERSION[1] + 1]
+        return m
+
+    with pytest.warns(HDGPWarning, match="newer hdgp"):
+        est = hdgp.load(_rewrite(saved, tmp_path / "minor.hdgp", manifest=bump))
+    assert est.predict(XT).shape == (7,)
+
+
+def test_truncated_file_gives_clear_error(saved, tmp_path):
+    data = saved.read_bytes()
+    for cut in (10, len(data) // 2, len(data) - 30):
+        bad = tmp_path / f"cut{cut}.hdgp"
+        bad.write_bytes(data[:cut])
+        with pytest.raises(ModelFileError, match="not a readable hdgp model file.*truncated or damaged"):
+            hdgp.load(bad)
+
+
+def test_corrupted_tensors_are_detected(saved, tmp_path):
+    with zipfile.ZipFile(saved) as zf:
+        blob = bytearray(zf.read("tensors.pt"))
+    blob[len(blob) // 2] ^= 0xFF
+    with pytest.raises(ModelFileError, match="checksum"):
+        hdgp.load(_rewrite(saved, tmp_path / "flip.hdgp", tensors=bytes(blob)))
+
+
+def test_code_in_tensor_member_is_not_executed(saved, tmp_path):
+    import hashlib
+
+    buffer = io.BytesIO()
+    torch.save({"t0": torch.zeros(1), "evil": _Evil()}, buffer)
+    blob = buffer.getvalue()
+
+    def fix_checksum(m):
+        m["tensors"]["sha256"] = hashlib.sha256(blob).hexdigest()
+        return m
+
+    bad = _rewrite(saved, tmp_path / "evil.hdgp", manifest=fix_checksum, tensors=blob)
+    with pytest.raises(ModelFileError, match="cannot read the tensors"):
+        hdgp.load(bad)
+    assert not _Evil.ran
+
+
+def test_manifest_cannot_name_foreign_classes(saved, tmp_path):
+    def swap(m):
+        m["estimator"]["class"] = "subprocess.Popen"
+        return m
+
+    with pytest.raises(ModelFileError, match="only name hdgp classes"):
+        hdgp.load(_rewrite(saved, tmp_path / "foreign.hdgp", manifest=swap))
+
+
+class _Evil:
+    ran = False
+
+    def __reduce__(self):
+        return (_Evil._mark, ())
+
+    @staticmethod
+    def _mark():
+        _Evil.ran = True
+        return None
+
+
+@pytest.mark.parametrize("content", [b"", b"hello world", b"PK\x03\x04garbage"])
+def test_not_a_model_file(tmp_path, content):
+    path = tmp_path / "x.hdgp"
+    path.write_bytes(content)
+    with pytest.raises(ModelFileError, match=str(path.name)):
+        hdgp.load(path)
+
+
+def test_missing_file_and_unfitted_estimator(tmp_path):
+    with pytest.raises(ModelFileError, match="does not exist"):
+        hdgp.load(tmp_path / "nope.hdgp")
+    with pytest.raises(ModelFileError, match="not fitted"):
+        hdgp.save(hdgp.GPRegressor(), tmp_path / "u.hdgp")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_failed_save_leaves_previous_file_intact(saved, tmp_path):
+    target = tmp_path / "keep.hdgp"
+    target.write_bytes(saved.read_bytes())
+    from gpytorch.kernels import MaternKernel
+
+    est = hdgp.GPRegressor(kernel=MaternKernel(), max_iter=3).fit(X, Y)  # a user-supplied kernel object
+    with pytest.raises(ModelFileError, match="Cannot save"):
+        hdgp.save(est, target)
+    assert target.read_bytes() == saved.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.hdgp"]

@@ -1,0 +1,124 @@
+"""Reading users' tables: type inference, overrides and clear errors for bad input."""
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hdgp.io import TableError, TableSchema, read_table
+
+
+def _frame(n=12):
+    rng = np.random.default_rng(0)
+    return pd.DataFrame({
+        "id": [f"row{i}" for i in range(n)],
+        "x": rng.normal(size=n),
+        "code": rng.integers(0, 3, n),
+        "colour": rng.choice(["red", "blue"], n),
+        "flag": rng.choice([True, False], n),
+        "y": rng.normal(size=n),
+    })
+
+
+def test_csv_and_parquet_read_the_same(tmp_path):
+    frame = _frame()
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    a, b = read_table(tmp_path / "t.csv"), read_table(tmp_path / "t.parquet")
+    pd.testing.assert_frame_equal(a, b, check_dtype=False)
+
+
+@pytest.mark.parametrize("content, message", [
+    ("", "is empty"),
+    ("a,b,y\n", "no data rows"),
+])
+def test_empty_files(tmp_path, content, message):
+    path = tmp_path / "e.csv"
+    path.write_text(content)
+    with pytest.raises(TableError, match=message):
+        read_table(path)
+
+
+def test_missing_file_and_unknown_extension(tmp_path):
+    with pytest.raises(TableError, match="does not exist"):
+        read_table(tmp_path / "none.csv")
+    (tmp_path / "t.xlsx").write_text("x")
+    with pytest.raises(TableError, match=r"\.csv, \.tsv or \.parquet"):
+        read_table(tmp_path / "t.xlsx")
+
+
+def test_inference_of_column_kinds_and_overrides():
+    frame = _frame()
+    schema, X, y = TableSchema.infer(frame, "y", drop=["id"])
+    assert schema.features == ["x", "code", "colour", "flag"]
+    assert schema.kinds == {"x": "numeric", "code": "numeric", "colour": "categorical", "flag": "categorical"}
+    assert schema.levels["colour"] == ["blue", "red"]
+    assert schema.levels["flag"] == ["False", "True"]
+    schema, _, _ = TableSchema.infer(frame, "y", drop=["id"], categorical=["code"])
+    assert schema.kinds["code"] == "categorical" and schema.levels["code"] == ["0", "1", "2"]
+    np.testing.assert_array_equal(y, frame["y"].to_numpy())
+
+
+def test_missing_target_suggests_close_names():
+    with pytest.raises(TableError, match=r"target column 'Y ' is not in the table.*Did you mean 'y'"):
+        TableSchema.infer(_frame(), "Y ", drop=["id"])
+    with pytest.raises(TableError, match=r"--drop column 'idd'.*Did you mean 'id'"):
+        TableSchema.infer(_frame(), "y", drop=["idd"])
+
+
+def test_identifier_text_column_is_rejected_with_fix():
+    frame = _frame(60)
+    with pytest.raises(TableError, match=r"Column 'id' .*60 distinct values.*--drop id"):
+        TableSchema.infer(frame, "y")
+
+
+def test_text_in_numeric_column_names_rows_and_values():
+    frame = _frame()
+    frame["x"] = frame["x"].astype(object)
+    frame.loc[3, "x"] = "n/a?"
+    frame.loc[7, "x"] = "1,5"
+    with pytest.raises(TableError, match=r"Column 'x' should hold numbers, but rows 4, 8 contain '1,5', 'n/a\?'"):
+        TableSchema.infer(frame, "y", drop=["id"])
+
+
+def test_missing_values_list_columns_and_rows():
+    frame = _frame()
+    frame.loc[2, "x"] = np.nan
+    frame.loc[5, "colour"] = None
+    frame.loc[5, "y"] = np.nan
+    with pytest.raises(TableError, match=r"'x' \(rows 3\); 'colour' \(rows 6\); 'y' \(rows 6\).*--drop-missing"):
+        TableSchema.infer(frame, "y", drop=["id"])
+    schema, X, y = TableSchema.infer(frame, "y", drop=["id"], drop_missing=True)
+    assert len(X) == len(y) == 10
+
+
+def test_target_needs_two_values_and_numbers():
+    frame = _frame()
+    frame["y"] = 1.0
+    with pytest.raises(TableError, match="1 distinct value"):
+        TableSchema.infer(frame, "y", drop=["id"])
+    with pytest.raises(TableError, match="target must be numeric"):
+        TableSchema.infer(_frame(), "colour", drop=["id"])
+
+
+def test_encode_codes_and_onehot_and_column_checks():
+    frame = _frame()
+    schema, X, _ = TableSchema.infer(frame, "y", drop=["id"])
+    codes = schema.encode(frame)
+    assert list(codes.columns) == ["x", "code", "colour", "flag"]
+    np.testing.assert_array_equal(codes["colour"], (frame["colour"] == "red").astype(float))
+    schema.encoding = "onehot"
+    onehot = schema.encode(frame[::-1])  # any column/row order; extra columns ignored
+    assert list(onehot.columns) == schema.encoded_names == ["x", "code", "colour=blue", "colour=red",
+                                                           "flag=False", "flag=True"]
+    np.testing.assert_array_equal(onehot.index, frame.index[::-1])
+    with pytest.raises(TableError, match=r"missing the column\(s\) 'colour'"):
+        schema.encode(frame.drop(columns="colour"))
+    bad = frame.copy()
+    bad.loc[1, "colour"] = "green"
+    with pytest.raises(TableError, match=r"'green' in rows 2 that the model never saw.*known: 'blue', 'red'"):
+        schema.encode(bad)
+    bad = frame.copy()
+    bad["x"] = bad["x"].astype(object)
+    bad.loc[0, "x"] = "abc"
+    with pytest.raises(TableError, match=r"Column 'x' should hold numbers, but rows 1"):
+        schema.encode(bad)
