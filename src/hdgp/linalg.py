@@ -40,17 +40,15 @@ def robust_cholesky(K: torch.Tensor, *, warn: bool = True) -> tuple[torch.Tensor
     NotPositiveDefiniteError
         If the matrix has non-finite entries or is not PD even with the largest jitter.
     """
-    if not torch.isfinite(K).all():
-        raise NotPositiveDefiniteError(
-            "The kernel matrix contains NaN or inf entries; check the inputs and "
-            "hyperparameters (e.g. a length-scale that underflowed to zero)."
-        )
     scale = K.diagonal().mean().abs().clamp_min(torch.finfo(K.dtype).tiny).item()
-    eye = torch.eye(K.shape[-1], dtype=K.dtype, device=K.device)
     for rel in _RELATIVE_JITTERS:
         jitter = rel * scale
-        L, info = torch.linalg.cholesky_ex(K + jitter * eye if jitter else K)
-        if int(info) == 0:
+        Kj = K
+        if jitter:
+            Kj = K.clone()
+            Kj.diagonal().add_(jitter)
+        L, info = torch.linalg.cholesky_ex(Kj)
+        if int(info) == 0 and torch.isfinite(L.diagonal()).all():
             if jitter and warn:
                 warnings.warn(
                     f"Kernel matrix was not numerically positive definite; added jitter "
@@ -59,6 +57,11 @@ def robust_cholesky(K: torch.Tensor, *, warn: bool = True) -> tuple[torch.Tensor
                     stacklevel=2,
                 )
             return L, jitter
+    if not torch.isfinite(K).all():
+        raise NotPositiveDefiniteError(
+            "The kernel matrix contains NaN or inf entries; check the inputs and "
+            "hyperparameters (e.g. a length-scale that underflowed to zero)."
+        )
     raise NotPositiveDefiniteError(
         f"Kernel matrix of size {K.shape[-1]} is not positive definite even with jitter "
         f"{_RELATIVE_JITTERS[-1]:g} x mean diagonal. Increase `noise_lower_bound`, "

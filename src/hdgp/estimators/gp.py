@@ -9,9 +9,9 @@ import copy
 import math
 
 import torch
-from gpytorch.kernels import Kernel, LinearKernel, RBFKernel, ScaleKernel
+from gpytorch.kernels import Kernel, LinearKernel, ScaleKernel
 
-from ..kernels import AdditiveRBFKernel, IMQKernel
+from ..kernels import AdditiveRBFKernel, IMQKernel, RBFARDKernel, log_positive
 from ..presets import register_preset
 from ._base import BaseGPRegressor
 
@@ -20,27 +20,28 @@ __all__ = ["GPRegressor", "KERNELS"]
 
 def _rbf_ard(X: torch.Tensor) -> Kernel:
     d = X.shape[-1]
-    base = RBFKernel(ard_num_dims=d)
-    base.lengthscale = math.sqrt(d)
-    return ScaleKernel(base)
+    kernel = RBFARDKernel(ard_num_dims=d, lengthscale_constraint=log_positive())
+    kernel.lengthscale = math.sqrt(d)
+    return kernel
 
 
 def _imq_ard(X: torch.Tensor) -> Kernel:
     d = X.shape[-1]
-    base = IMQKernel(ard_num_dims=d)
-    base.lengthscale = math.sqrt(d)
-    return ScaleKernel(base)
+    kernel = IMQKernel(ard_num_dims=d, lengthscale_constraint=log_positive())
+    kernel.lengthscale = math.sqrt(d)
+    return kernel
 
 
 def _gam(X: torch.Tensor) -> Kernel:
     d = X.shape[-1]
-    kernel = ScaleKernel(AdditiveRBFKernel(ard_num_dims=d))
+    kernel = ScaleKernel(AdditiveRBFKernel(ard_num_dims=d, lengthscale_constraint=log_positive()),
+                         outputscale_constraint=log_positive())
     kernel.outputscale = 1.0 / d
     return kernel
 
 
 def _linear(X: torch.Tensor) -> Kernel:
-    kernel = LinearKernel()
+    kernel = LinearKernel(variance_constraint=log_positive())
     kernel.variance = 1.0 / X.shape[-1]
     return kernel
 

@@ -11,12 +11,12 @@ from dataclasses import dataclass
 
 import gpytorch
 import torch
-from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.priors import Prior
 
+from ..kernels import log_greater_than
 from ..linalg import robust_cholesky
 
 __all__ = ["ExactGPModel", "ExactPosterior"]
@@ -44,7 +44,7 @@ class ExactGPModel(gpytorch.Module):
         super().__init__()
         self.kernel = kernel
         self.likelihood = GaussianLikelihood(
-            noise_constraint=GreaterThan(noise_lower_bound), noise_prior=noise_prior
+            noise_constraint=log_greater_than(noise_lower_bound), noise_prior=noise_prior
         )
         self.mean = ConstantMean()
 
@@ -66,33 +66,18 @@ class ExactGPModel(gpytorch.Module):
             -\log p(y) = \tfrac12 r^\top K_y^{-1} r + \tfrac12 \log|K_y| + \tfrac n2 \log 2\pi,
             \quad r = y - c,\ K_y = K + \sigma_n^2 I
 
-        (Rasmussen & Williams 2006, eq. 2.30). The returned tensor has the exact
-        value, and its gradient is that of the surrogate
-        :math:`\tfrac12\langle K_y^{-1} - \alpha\alpha^\top, K_y\rangle + \langle\alpha, r\rangle`
-        with :math:`\alpha = K_y^{-1} r` held fixed, which equals the true gradient
-        (R&W eq. 5.9). Autograd therefore never differentiates through the
-        Cholesky factorisation: one factorisation plus one ``cholesky_inverse``
-        is the whole cubic cost.
+        (Rasmussen & Williams 2006, eq. 2.30). The gradient uses the trace formula
+        (R&W eq. 5.9, see :class:`_NegLogMarginalLikelihood`): autograd never
+        differentiates through the Cholesky factorisation, so one factorisation
+        plus one ``cholesky_inverse`` is the whole cubic cost.
 
         Raises
         ------
         hdgp.exceptions.NotPositiveDefiniteError
             If :math:`K_y` is not PD even after jitter escalation.
         """
-        n = y.shape[0]
         K = self.kernel(X).to_dense()
-        noise = self.noise
-        r = y - self.constant
-        with torch.no_grad():
-            Ky = K.detach().clone()
-            Ky.diagonal().add_(noise.detach())
-            L, _ = robust_cholesky(Ky)
-            alpha = torch.cholesky_solve(r.detach().unsqueeze(-1), L).squeeze(-1)
-            value = 0.5 * r.detach().dot(alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
-            W = torch.cholesky_inverse(L)
-            W.sub_(torch.outer(alpha, alpha)).mul_(0.5)
-        surrogate = (W * K).sum() + W.diagonal().sum() * noise + alpha.dot(r)
-        return value + (surrogate - surrogate.detach())
+        return _NegLogMarginalLikelihood.apply(K, self.noise, y - self.constant)
 
     def log_prior(self) -> torch.Tensor:
         """Sum of the log densities of every registered GPyTorch prior (0 if none)."""
@@ -109,6 +94,42 @@ class ExactGPModel(gpytorch.Module):
         L, jitter = robust_cholesky(Ky)
         alpha = torch.cholesky_solve((y - self.constant).unsqueeze(-1), L).squeeze(-1)
         return ExactPosterior(self.kernel, X, L, alpha, self.constant.clone(), self.noise.clone(), jitter)
+
+
+class _NegLogMarginalLikelihood(torch.autograd.Function):
+    r"""-log N(r | 0, K + σ²I) from one Cholesky factorisation, with the analytic backward
+
+    .. math::
+
+        \frac{\partial L}{\partial K} = \tfrac12 (K_y^{-1} - \alpha\alpha^\top),\quad
+        \frac{\partial L}{\partial \sigma^2} = \operatorname{tr}\frac{\partial L}{\partial K},\quad
+        \frac{\partial L}{\partial r} = \alpha
+
+    (R&W eq. 5.9). Passing ∂L/∂K straight to the kernel's backward avoids both
+    autograd through the factorisation and any extra n×n pass.
+    """
+
+    @staticmethod
+    def forward(ctx, K, noise, r):
+        n = r.shape[0]
+        Ky = K.detach().clone()
+        Ky.diagonal().add_(noise.detach())
+        L, _ = robust_cholesky(Ky)
+        del Ky
+        alpha = torch.cholesky_solve(r.detach().unsqueeze(-1), L).squeeze(-1)
+        value = 0.5 * r.detach().dot(alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
+        if any(ctx.needs_input_grad):
+            W = torch.cholesky_inverse(L)
+            W.addr_(alpha, alpha, alpha=-1.0).mul_(0.5)
+            ctx.save_for_backward(W, alpha)
+        return value
+
+    @staticmethod
+    def backward(ctx, grad):
+        W, alpha = ctx.saved_tensors
+        g_K = W if grad.item() == 1.0 else W * grad
+        g_noise = W.diagonal().sum() * grad if ctx.needs_input_grad[1] else None
+        return g_K, g_noise, alpha * grad
 
 
 @dataclass

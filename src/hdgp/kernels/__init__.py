@@ -1,6 +1,7 @@
 """GPyTorch kernels implemented by hdgp (usable in any GPyTorch/BoTorch model)."""
 
+from ._constraints import log_greater_than, log_positive
+from .ard_kernel import IMQKernel, RBFARDKernel
 from .gam_kernel import AdditiveRBFKernel
-from .imq_kernel import IMQKernel
 
-__all__ = ["AdditiveRBFKernel", "IMQKernel"]
+__all__ = ["AdditiveRBFKernel", "IMQKernel", "RBFARDKernel", "log_greater_than", "log_positive"]
