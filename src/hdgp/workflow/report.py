@@ -286,7 +286,7 @@ def _figures(tm, top: int) -> dict:
                                                               np.asarray(holdout["std"])))
     if hasattr(est, "sobol_indices_"):
         ranked = list(zip(est.sobol_.terms[:top], est.sobol_.values[:top].tolist()))
-        shown = [(u, v) for u, v in ranked if len(u) <= 2][:12]
+        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12]
         for k, (u, v) in enumerate(shown, 1):
             figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), v))
         fig, _ = _cumulative_figure(tm, holdout)
