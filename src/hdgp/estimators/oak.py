@@ -256,7 +256,11 @@ class OAKRegressor(BaseGPRegressor):
             groups.append([j])
         base = kernels[0] if len(kernels) == 1 else FeatureStackKernel(kernels, groups)
         prior = GammaPrior(*_ORDER_PRIOR) if self.order_variance_prior else None
-        return AdditiveKernel(base, num_dims=n_dims, max_order=max_order, order_variance_prior=prior)
+        kernel = AdditiveKernel(base, num_dims=n_dims, max_order=max_order, order_variance_prior=prior)
+        # the authors' initialisation: every order variance 1 (constrained kernels are < 1
+        # on the diagonal, so high orders still start with little prior variance)
+        kernel.order_variances = torch.ones(max_order + 1)
+        return kernel
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
