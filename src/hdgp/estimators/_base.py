@@ -283,6 +283,15 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
             return mean, np.sqrt(var.cpu().numpy()) * self.y_scale_
         return mean
 
+    def __repr__(self, N_CHAR_MAX=700):
+        """scikit-learn's parameter repr; once fitted, followed by the learned quantities (:func:`hdgp.summary`)."""
+        text = super().__repr__(N_CHAR_MAX)
+        if not hasattr(self, "posterior_"):
+            return text
+        from ..workflow.summary import summarize
+
+        return f"{text}\n{summarize(self, header=False)}"
+
     def sample_y(self, X, n_samples: int = 1, random_state=0, *, latent: bool = False):
         """Draw joint samples from the posterior predictive at ``X``.
 

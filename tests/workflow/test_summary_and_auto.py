@@ -1,0 +1,97 @@
+"""Summaries/repr of fitted estimators, pandas in → pandas out, and `--model auto` selection."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from click.testing import CliRunner
+
+import hdgp
+from hdgp.cli import main
+from hdgp.workflow import fit_table, learned_quantities, select_model
+from hdgp.workflow import select as select_module
+
+RNG = np.random.default_rng(3)
+FRAME = pd.DataFrame(RNG.normal(size=(60, 3)), columns=["alpha", "beta", "noise_col"])
+FRAME["y"] = 2 * np.sin(2 * FRAME["alpha"]) + FRAME["beta"] + 0.05 * RNG.normal(size=60)
+
+
+def test_fitted_repr_shows_learned_quantities():
+    est = hdgp.preset("RBF-ARD", random_state=0, max_iter=30)
+    assert repr(est) == "GPRegressor(max_iter=30, random_state=0)"
+    est.fit(FRAME[["alpha", "beta", "noise_col"]], FRAME["y"])
+    text = repr(est)
+    assert text.startswith("GPRegressor(max_iter=30, random_state=0)\n")
+    assert "noise std" in text and "length-scales (shortest first): alpha=" in text
+    q = learned_quantities(est)
+    assert list(q["lengthscales"])[0] == "alpha" and list(q["lengthscales"])[-1] == "noise_col"
+    assert 0 < q["noise_variance"] < 0.1
+
+
+def test_oak_summary_lists_order_variances_and_sobol_terms():
+    est = hdgp.preset("OAK", random_state=0, max_iter=15, max_order=2)
+    est.fit(FRAME[["alpha", "beta", "noise_col"]], FRAME["y"])
+    text = hdgp.summary(est)
+    assert "order variances σ²_0..R" in text and "top Sobol terms: alpha" in text
+    q = learned_quantities(est)
+    assert len(q["order_variances"]) == 3
+    assert sum(q["sobol_by_order"]) == pytest.approx(1.0, abs=1e-6)
+
+
+def test_sigp_summary_uses_its_noise_and_parameters():
+    est = hdgp.preset("SIGP", random_state=0, rank=2, lengthscale=2.0, eta=1e-3, mean_penalty=1.0, y_bandwidth=0.5)
+    est.fit(FRAME[["alpha", "beta", "noise_col"]], FRAME["y"])
+    q = learned_quantities(est)
+    assert q["noise_variance"] == est.noise_ and q["best_params"]["rank"] == 2
+    assert "hyper-parameters: lengthscale=2.0" in hdgp.summary(est)
+
+
+def test_tabular_model_pandas_in_pandas_out():
+    tm = fit_table(FRAME, "y", model="rbf-ard", params={"max_iter": 20}, test_size=0.25)
+    new = FRAME.drop(columns="y").set_index(pd.Index([f"r{i}" for i in range(60)]))
+    pred = tm.predict(new.iloc[:5], level=0.5)
+    assert isinstance(pred, pd.DataFrame) and list(pred.index) == ["r0", "r1", "r2", "r3", "r4"]
+    assert list(pred.columns) == ["mean", "std", "lower_50", "upper_50"]
+    assert np.all(pred["lower_50"] < pred["mean"]) and np.all(pred["mean"] < pred["upper_50"])
+    assert "held-out: rmse" in repr(tm)
+    assert set(tm.metadata["metrics"]) >= {"rmse", "nlpd", "coverage_50", "coverage_90", "coverage_95"}
+
+
+def test_select_model_keeps_best_validation_log_density():
+    X = FRAME.drop(columns="y")
+    from hdgp.io import TableSchema
+
+    schema, X, y = TableSchema.infer(FRAME, "y")
+    name, rows = select_model(X, y, schema, params={"max_iter": 20}, candidates=["Linear", "RBF-ARD", "GAM"])
+    scores = {r["model"]: r["val_log_density"] for r in rows}
+    assert name == max(scores, key=scores.get)
+    assert scores["RBF-ARD"] > scores["Linear"]  # sin(2 alpha) is not linear
+    assert [r["selected"] for r in rows].count(True) == 1
+
+
+def test_candidates_depend_on_size():
+    assert "OAK" in select_module.candidate_models(500)
+    assert "OAK" not in select_module.candidate_models(10_000)
+    assert select_module.candidate_models(100_000) == ["DPA-GP-ARD", "SGPR-RBF-ARD"]
+
+
+def test_cli_auto_reports_the_comparison(tmp_path, monkeypatch):
+    monkeypatch.setattr(select_module, "candidate_models", lambda n: ["Linear", "GAM", "Nonexistent-model"])
+    FRAME.to_csv(tmp_path / "t.csv", index=False)
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "-t", "y", "-p", "max_iter=20",
+                                       "-o", str(tmp_path / "m.hdgp"), "--json", "--quiet"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    rows = {r["model"]: r for r in out["selection"]}
+    assert rows["Nonexistent-model"]["error"].startswith("ValueError: Unknown model")
+    assert out["model"] == "GAM" and rows["GAM"]["selected"]
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "-t", "y", "-p", "max_iter=20",
+                                       "-o", str(tmp_path / "m.hdgp")])
+    assert "Model comparison" in result.stdout and "<- chosen" in result.stdout
+
+
+def test_auto_needs_enough_rows(tmp_path):
+    FRAME.head(20).to_csv(tmp_path / "small.csv", index=False)
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "small.csv"), "-t", "y", "-o", str(tmp_path / "m.hdgp")])
+    assert result.exit_code == 1 and "--model auto needs at least 25 training rows" in result.output
