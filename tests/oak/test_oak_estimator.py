@@ -120,3 +120,16 @@ def test_pickle_roundtrip(fitted):
     clone = pickle.loads(pickle.dumps(est))
     np.testing.assert_allclose(clone.predict(X[:5]), est.predict(X[:5]))
     assert clone.sobol_indices_ == est.sobol_indices_
+
+
+def test_many_features_warn_about_cost_and_finish():
+    from hdgp.exceptions import CostWarning
+
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(30, 35))
+    y = X[:, 0] + 0.1 * rng.normal(size=30)
+    with pytest.warns(CostWarning, match="enumerating only orders"):
+        est = OAKRegressor(max_order=6, max_sobol_terms=2000, max_iter=5, flow=False).fit(X, y)
+    # per-order totals stay exact even though only orders <= 2 were enumerated term by term
+    assert est.sobol_order_.shape == (6,) and est.sobol_order_.sum() == pytest.approx(1.0)
+    assert max(len(t) for t in est.sobol_indices_) == 2
