@@ -122,3 +122,11 @@ def test_encode_codes_and_onehot_and_column_checks():
     bad.loc[0, "x"] = "abc"
     with pytest.raises(TableError, match=r"Column 'x' should hold numbers, but rows 1"):
         schema.encode(bad)
+
+
+def test_numbers_stored_as_text_are_numeric():
+    frame = _frame()
+    frame["x"] = frame["x"].map(lambda v: f"{v:.3f}")
+    schema, X, _ = TableSchema.infer(frame, "y", drop=["id"])
+    assert schema.kinds["x"] == "numeric"
+    np.testing.assert_allclose(schema.encode(frame)["x"], frame["x"].astype(float))

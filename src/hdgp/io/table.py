@@ -206,8 +206,10 @@ class TableSchema:
                 kinds[c] = "categorical"
             elif _is_text(s):
                 share = pd.to_numeric(s, errors="coerce").notna().mean()
-                if share >= _NUMERIC_SHARE:
+                if share >= _NUMERIC_SHARE:  # numbers stored as text: numeric, unless some cells are not numbers
                     _numeric_or_error(s, c, f", or declare the column categorical with --categorical {c}")
+                    kinds[c] = "numeric"
+                    continue
                 n_levels = s.nunique()
                 if n_levels > max_levels:
                     raise TableError(
