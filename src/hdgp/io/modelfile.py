@@ -288,6 +288,8 @@ def load_parts(path):
     manifest, blob = _read_members(path)
     _check_version(path, manifest)
     tensors = _load_tensors(path, manifest, blob)
+    writer = manifest.get("library_version")
+    versions = "" if writer == _library_version() else f"; written by hdgp {writer}, read by hdgp {_library_version()}"
     try:
         spec = manifest["estimator"]
         cls = _import_hdgp_class(spec["class"])
@@ -298,7 +300,7 @@ def load_parts(path):
     except ModelFileError:
         raise
     except Exception as exc:
-        raise _damaged(path, f"cannot rebuild the estimator: {exc}") from exc
+        raise _damaged(path, f"cannot rebuild the estimator: {exc}{versions}") from exc
     modules = None
     if model_info is not None:
         # pass 1: everything except references to the model, which is rebuilt from them
@@ -309,7 +311,7 @@ def load_parts(path):
             prefix = model_info["state_dict_prefix"]
             model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
         except Exception as exc:
-            raise _damaged(path, f"cannot rebuild the {cls.__name__} model: {exc}") from exc
+            raise _damaged(path, f"cannot rebuild the {cls.__name__} model: {exc}{versions}") from exc
         model.eval()
         for p in model.parameters():
             p.requires_grad_(False)
@@ -320,7 +322,7 @@ def load_parts(path):
         table = decoder.decode(manifest.get("table"))
         metadata = decoder.decode(manifest.get("metadata"))
     except Exception as exc:
-        raise _damaged(path, f"cannot restore the fitted state: {exc}") from exc
+        raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
     return est, table, metadata
 
 
