@@ -108,6 +108,9 @@ def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_sc
                                warn_skipped=False)
     except (ValueError, FileNotFoundError, StoreError, ImportError) as exc:
         raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        click.echo("\nInterrupted. Finished tasks are saved; run the same command again to resume.", err=True)
+        sys.exit(130)
     if summary.skipped_models:
         click.echo(f"Skipped (preset not registered): {', '.join(summary.skipped_models)}", err=True)
     click.echo(f"{summary.total} tasks: {summary.skipped} already in {summary.db}, "

@@ -33,12 +33,18 @@ def _fmt(mean, std, digits=3) -> str:
     return f"{mean:.{digits}f} ± {2 * std:.{digits}f}"
 
 
-def _metric_table(cmp: pd.DataFrame, metric: str, model_order: list[str]) -> list[str]:
-    rows = cmp[cmp["metric"] == metric].copy()
+def _in_protocol_order(df: pd.DataFrame, dataset_order: list[str], model_order: list[str]) -> pd.DataFrame:
+    df = df.copy()
+    df["_d"] = df["dataset"].map({d: i for i, d in enumerate(dataset_order)}).fillna(len(dataset_order))
+    df["_m"] = df["model"].map({m: i for i, m in enumerate(model_order)}).fillna(len(model_order))
+    return df.sort_values(["_d", "dataset", "_m", "model"]).drop(columns=["_d", "_m"])
+
+
+def _metric_table(cmp: pd.DataFrame, metric: str, dataset_order: list[str], model_order: list[str]) -> list[str]:
+    rows = cmp[cmp["metric"] == metric]
     if rows.empty:
         return []
-    rows["order"] = rows["model"].map({m: i for i, m in enumerate(model_order)})
-    rows = rows.sort_values(["dataset", "order"])
+    rows = _in_protocol_order(rows, dataset_order, model_order)
     better = "lower" if metric in LOWER_IS_BETTER else "higher" if metric in HIGHER_IS_BETTER else "no direction"
     lines = [f"### {metric.upper()} ({better} is better)", "",
              "| data set | model | n | ours (mean ± 2·std) | paper (mean ± 2·std) | ours − paper | p(worse) |",
@@ -54,7 +60,7 @@ def _metric_table(cmp: pd.DataFrame, metric: str, model_order: list[str]) -> lis
     return lines + [""]
 
 
-def _timing_table(results: pd.DataFrame, model_order: list[str]) -> list[str]:
+def _timing_table(results: pd.DataFrame, dataset_order: list[str], model_order: list[str]) -> list[str]:
     done = results[results["status"] == "done"]
     if done.empty:
         return []
@@ -62,8 +68,7 @@ def _timing_table(results: pd.DataFrame, model_order: list[str]) -> list[str]:
                                                predict=("predict_seconds", "mean"),
                                                peak=("peak_rss_mb", "max"), inc=("rss_increase_mb", "max"),
                                                threads=("threads", "max")).reset_index()
-    g["order"] = g["model"].map({m: i for i, m in enumerate(model_order)})
-    g = g.sort_values(["dataset", "order"])
+    g = _in_protocol_order(g, dataset_order, model_order)
     lines = ["## Cost per task", "",
              "| data set | model | n train | fit s (mean) | predict s (mean) | peak RSS MB | RSS increase MB | threads |",
              "|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -162,13 +167,14 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     metrics = sorted({c[len("metric_"):] for c in results.columns if c.startswith("metric_")})
     cmp = compare(aggregate(results, metrics), reference)
     model_order = [m.label for m in proto.models]
+    dataset_order = [d.name for d in proto.datasets]
     lines = _header(proto, runs, results)
     if proto.references and reference.empty:
         lines += ["*Paper numbers not found: set HDGP_REFERENCE_DIR (or HDGP_DATA_DIR beside `reference/`).*", ""]
     lines += ["## Results", ""]
     for metric in proto.metrics:
-        lines += _metric_table(cmp, metric, model_order)
-    lines += _timing_table(results, model_order)
+        lines += _metric_table(cmp, metric, dataset_order, model_order)
+    lines += _timing_table(results, dataset_order, model_order)
     lines += _failures(results)
     lines += _paper_only(cmp, reference, set(results["dataset"]), set(results["model"]))
     paths = {"markdown": out / "report.md", "summary_csv": out / "summary.csv", "tasks_csv": out / "tasks.csv",
@@ -184,6 +190,7 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     if paths["plots"]:
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in paths["plots"]] + [""]
     paths["markdown"].write_text("\n".join(lines))
+    cmp = _in_protocol_order(cmp, dataset_order, model_order)
     cmp.drop(columns=["values"]).to_csv(paths["summary_csv"], index=False, float_format="%.6g")
     tasks = results.drop(columns=["traceback", "versions", "machine", "metrics", "extras"]).copy()
     tasks["hyperparameters"] = [json.dumps(h, default=str) for h in tasks["hyperparameters"]]

@@ -188,7 +188,7 @@ def _run_local(tasks, workers, threads, on_result, fn=run_task):
         source = suspects if isolate else queue
         limit = 1 if isolate else workers
         pool = ProcessPoolExecutor(max_workers=limit, mp_context=ctx, initializer=set_threads, initargs=(threads,))
-        in_flight, crashed = {}, []
+        in_flight, crashed, interrupted = {}, [], False
         try:
             while (source or in_flight) and not crashed:
                 while len(in_flight) < limit and source:
@@ -204,8 +204,11 @@ def _run_local(tasks, workers, threads, on_result, fn=run_task):
                         continue
                     on_result(record)
             crashed.extend(in_flight.values())
+        except BaseException:  # Ctrl-C or a store error: leave at once, in-flight tasks are lost
+            interrupted = True
+            raise
         finally:
-            pool.shutdown(wait=not crashed, cancel_futures=True)
+            pool.shutdown(wait=not (crashed or interrupted), cancel_futures=True)
         if isolate or limit == 1:  # one task in flight: it killed its worker
             for task in crashed:
                 on_result(failed_record(task, _WORKER_DIED))
