@@ -103,7 +103,7 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
 
     res = scipy.optimize.minimize(
         fun, flat.get(), jac=True, method="L-BFGS-B",
-        options={"maxiter": max_iter, "maxfun": 2 * max_iter, "ftol": 1e-7, "gtol": 1e-5},
+        options={"maxiter": max_iter, "maxfun": 2 * max_iter, "ftol": 1e-6, "gtol": 1e-5},
     )
     flat.set(best["x"])  # keep the best parameters ever evaluated
     # status 1 = iteration/evaluation cap; line-search stalls at the optimum count as converged
