@@ -34,6 +34,24 @@ def _run(*args):
     return CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
 
 
+@pytest.fixture(scope="module")
+def diabetes_fit(files):
+    model = files / "d.hdgp"
+    result = _run("fit", files / "diabetes.csv", "--target", "target", "--model", "rbf-ard", *FAST_GP,
+                  "-o", model, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    return model, json.loads(result.stdout)
+
+
+@pytest.fixture(scope="module")
+def regions_fit(files):
+    model = files / "r.hdgp"
+    result = _run("fit", files / "regions.csv", "-t", "target", "-m", "oak", "--drop", "patient", *FAST_OAK,
+                  "-o", model)
+    assert result.exit_code == 0, result.output
+    return model, result.stdout
+
+
 def test_help_documents_the_workflow():
     text = _run("--help").output
     assert all(cmd in text for cmd in ("fit", "predict", "explain"))
@@ -41,12 +59,8 @@ def test_help_documents_the_workflow():
     assert "--model auto" in fit_help and "--categorical" in fit_help and "log predictive density" in fit_help
 
 
-def test_diabetes_fit_predict_explain_json(files):
-    model = files / "d.hdgp"
-    result = _run("fit", files / "diabetes.csv", "--target", "target", "--model", "rbf-ard", *FAST_GP,
-                  "-o", model, "--json", "--quiet")
-    assert result.exit_code == 0, result.output
-    out = json.loads(result.stdout)
+def test_diabetes_fit_predict_explain_json(files, diabetes_fit):
+    model, out = diabetes_fit
     assert out["model"] == "RBF-ARD" and out["n_test"] == 30 and out["n_train"] == 120
     for key in ("rmse", "nlpd", "r2", "coverage_50", "coverage_90", "coverage_95"):
         assert np.isfinite(out["metrics"][key])
@@ -71,13 +85,10 @@ def test_diabetes_fit_predict_explain_json(files):
     assert "not an orthogonal additive model" in html and "coverage of 95 % intervals" in html
 
 
-def test_categorical_csv_with_oak(files):
-    model = files / "r.hdgp"
-    result = _run("fit", files / "regions.csv", "-t", "target", "-m", "oak", "--drop", "patient", *FAST_OAK,
-                  "-o", model)
-    assert result.exit_code == 0, result.output
-    assert "OAK predicting 'target'" in result.stdout and "(1 categorical)" in result.stdout
-    assert "Held-out (20 rows)" in result.stdout
+def test_categorical_csv_with_oak(files, regions_fit):
+    model, stdout = regions_fit
+    assert "OAK predicting 'target'" in stdout and "(1 categorical)" in stdout
+    assert "Held-out (20 rows)" in stdout
     tm = hdgp.load(model)
     assert tm.schema.kinds["region"] == "categorical" and tm.schema.levels["region"] == ["east", "north", "south"]
     assert "region" in {name for term in list(tm.estimator.sobol_indices_)[:3] for name in term}
@@ -117,10 +128,8 @@ def test_bad_csv_gives_clear_message_and_no_file(tmp_path, content, args, messag
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
 
 
-def test_predict_errors_leave_no_output(files, tmp_path):
-    model = files / "d.hdgp"
-    if not model.exists():
-        pytest.skip("needs the diabetes model from test_diabetes_fit_predict_explain_json")
+def test_predict_errors_leave_no_output(files, diabetes_fit, regions_fit, tmp_path):
+    model = diabetes_fit[0]
     frame = pd.read_csv(files / "diabetes.csv").drop(columns="bmi")
     frame.to_csv(tmp_path / "nobmi.csv", index=False)
     result = _run("predict", model, tmp_path / "nobmi.csv", "-o", tmp_path / "p.csv")
@@ -133,10 +142,26 @@ def test_predict_errors_leave_no_output(files, tmp_path):
     assert result.exit_code == 1 and "truncated or damaged" in result.output
     assert not (tmp_path / "p.csv").exists()
 
+    frame = pd.read_csv(files / "regions.csv")
+    frame["region"] = np.arange(len(frame)) % 3  # numbers where the model was trained on text labels
+    frame.to_csv(tmp_path / "coded.csv", index=False)
+    result = _run("predict", regions_fit[0], tmp_path / "coded.csv", "-o", tmp_path / "p.csv")
+    assert result.exit_code == 1 and "Column 'region' has value(s) '0', '1', '2'" in result.output
+    assert "known: 'east', 'north', 'south'" in result.output and not (tmp_path / "p.csv").exists()
+
     bare = hdgp.save(hdgp.load(model).estimator, tmp_path / "bare.hdgp")
     result = _run("explain", bare, "-o", tmp_path / "rep")
     assert result.exit_code == 1 and "without a table description" in result.output
     assert not (tmp_path / "rep").exists()
+
+
+def test_parquet_in_and_out(files, regions_fit, tmp_path):
+    pd.read_csv(files / "regions.csv").to_parquet(tmp_path / "r.parquet")
+    result = _run("predict", regions_fit[0], tmp_path / "r.parquet", "-o", tmp_path / "p.parquet", "--quiet")
+    assert result.exit_code == 0, result.output
+    csv = _run("predict", regions_fit[0], files / "regions.csv", "-o", tmp_path / "p.csv", "--quiet")
+    assert csv.exit_code == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "p.parquet"), pd.read_csv(tmp_path / "p.csv"))
 
 
 def test_unknown_model_and_param(files, tmp_path):
