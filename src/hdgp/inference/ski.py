@@ -28,6 +28,7 @@ cross-covariance through that projection is exactly zero.
 from __future__ import annotations
 
 import math
+import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass
 
@@ -145,13 +146,44 @@ class ProjectedSKIOperator(LinearOperator):
     def __init__(self, weight, index, col, coef):
         super().__init__(weight, index, col, coef)  # a floating tensor first: it sets the dtype
         self.index, self.weight, self.col, self.coef = index, weight, col, coef
+        self._csr = None
+
+    def _sparse(self):
+        """Constant copies of :math:`W = [W_1 \\cdots W_J]` (n x Jm) and :math:`W^\\top` as CSR matrices.
+
+        Used for products that need no gradient (every CG / Lanczos iteration):
+        one sparse product replaces 4 gathers or scatters of (J, n, t) temporaries.
+        """
+        if self._csr is None:
+            J, n, _ = self.index.shape
+            m = self.col.shape[-1]
+            flat = (self.index + m * torch.arange(J, device=self.index.device)[:, None, None]).reshape(-1)
+            values = self.weight.detach().reshape(-1)
+            rows = torch.arange(n, device=flat.device).repeat_interleave(4).repeat(J)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
+                order = torch.argsort(rows * (J * m) + flat)  # row-major: CSR of W
+                crow = torch.arange(0, 4 * J * n + 1, 4 * J, device=flat.device)
+                W = torch.sparse_csr_tensor(crow, flat[order], values[order], size=(n, J * m))
+                order = torch.argsort(flat, stable=True)  # grid-major: CSR of W^T
+                crow_t = torch.zeros(J * m + 1, dtype=torch.long, device=flat.device)
+                crow_t[1:] = torch.bincount(flat, minlength=J * m).cumsum(0)
+                Wt = torch.sparse_csr_tensor(crow_t, rows[order], values[order], size=(J * m, n))
+            self._csr = (W, Wt)
+        return self._csr
 
     def _matmul(self, rhs: torch.Tensor) -> torch.Tensor:
         vector = rhs.dim() == 1
         rhs = rhs.unsqueeze(-1) if vector else rhs
-        U = _interp_t(self.index, self.weight, rhs, self.col.shape[-1])
-        V = _toeplitz_matmul(self.col, U) * self.coef[:, None, None]
-        out = _interp(self.index, self.weight, V)
+        J, m = self.col.shape
+        if torch.is_grad_enabled() and any(a.requires_grad for a in (self.weight, self.col, self.coef)):
+            U = _interp_t(self.index, self.weight, rhs, m)  # differentiable in the weights
+            V = _toeplitz_matmul(self.col, U) * self.coef[:, None, None]
+            out = _interp(self.index, self.weight, V)
+        else:
+            W, Wt = self._sparse()
+            V = _toeplitz_matmul(self.col, (Wt @ rhs).view(J, m, -1)) * self.coef[:, None, None]
+            out = W @ V.reshape(J * m, -1)
         return out.squeeze(-1) if vector else out
 
     def _diagonal(self) -> torch.Tensor:
