@@ -206,8 +206,30 @@ def test_failed_save_leaves_previous_file_intact(saved, tmp_path):
     target.write_bytes(saved.read_bytes())
     from gpytorch.kernels import MaternKernel
 
-    est = hdgp.GPRegressor(kernel=MaternKernel(), max_iter=3).fit(X, Y)  # a user-supplied kernel object
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = hdgp.GPRegressor(kernel=MaternKernel(), max_iter=3).fit(X, Y)  # a user-supplied kernel object
     with pytest.raises(ModelFileError, match="Cannot save"):
         hdgp.save(est, target)
     assert target.read_bytes() == saved.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.hdgp"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="tests the CPU fallback of a GPU-fitted model")
+def test_model_fitted_on_a_gpu_loads_on_cpu_with_warning(tmp_path):
+    est = _fit("GAM")
+    est.device = "cuda"  # as if it had been fitted on a GPU
+    path = hdgp.save(est, tmp_path / "gpu.hdgp")
+    with pytest.warns(HDGPWarning, match="fitted on 'cuda'.*loaded on the CPU"):
+        back = hdgp.load(path)
+    assert back.device is None
+    est.device = None
+    np.testing.assert_array_equal(back.predict(XT), est.predict(XT))
+    with pytest.raises(ModelFileError, match="no CUDA GPU is available"):
+        hdgp.load(path, device="cuda")
+
+
+def test_shared_tensors_stay_shared(tmp_path):
+    back = hdgp.load(hdgp.save(_fit("GAM"), tmp_path / "m.hdgp"))
+    assert back.posterior_.X is back.X_train_
+    assert back.posterior_.kernel is back.model_.kernel is back.kernel_

@@ -133,11 +133,15 @@ class StateDecoder:
     tensors : dict of str to torch.Tensor
     modules : dict, optional
         ``name -> module`` to resolve ``{"$module": name}`` nodes.
+    device : torch.device, optional
+        Where ``$tensor`` nodes are placed (NumPy arrays always come from CPU copies).
     """
 
-    def __init__(self, tensors: dict, modules: dict | None = None):
+    def __init__(self, tensors: dict, modules: dict | None = None, device=None):
         self.tensors = tensors
         self.modules = modules
+        self.device = device
+        self._placed: dict = {}
 
     def _tensor(self, key):
         try:
@@ -161,7 +165,11 @@ class StateDecoder:
         if tag == "$dict":
             return {_hashable(self.decode(k)): self.decode(v) for k, v in node[tag]}
         if tag == "$tensor":
-            return self._tensor(node[tag])
+            key = node[tag]
+            if key not in self._placed:  # tensors shared in the file stay shared after loading
+                tensor = self._tensor(key)
+                self._placed[key] = tensor if self.device is None else tensor.to(self.device)
+            return self._placed[key]
         if tag == "$array":
             return self._tensor(node[tag]).numpy()
         if tag == "$strarray":

@@ -261,8 +261,16 @@ def rebuild_model(est) -> torch.nn.Module:
     return model.to(dtype=X.dtype, device=X.device)
 
 
-def load(path):
+def load(path, *, device=None):
     """Read a model written by :func:`save` (or ``hdgp fit``).
+
+    Parameters
+    ----------
+    path : str or Path
+    device : None or str, optional
+        Torch device for the model's tensors (e.g. ``"cpu"``, ``"cuda"``), for
+        estimators with a ``device`` parameter. None: the device it was fitted on,
+        or the CPU (with a warning) when that GPU is not available here.
 
     Returns
     -------
@@ -275,7 +283,7 @@ def load(path):
     ModelFileError
         Missing, truncated or damaged file; file from an incompatible format version.
     """
-    est, table, metadata = load_parts(path)
+    est, table, metadata = load_parts(path, device=device)
     if table is not None:
         from ..workflow.tabular import TabularModel
 
@@ -283,7 +291,27 @@ def load(path):
     return est
 
 
-def load_parts(path):
+def _choose_device(est, path, device):
+    """Set the estimator's ``device`` parameter for this machine; return the torch device for tensors."""
+    params = est.get_params(deep=False)
+    if "device" not in params:
+        return torch.device("cpu")
+    wanted = params["device"] if device is None else device
+    try:
+        target = torch.device("cpu" if wanted is None else wanted)
+    except (RuntimeError, TypeError) as exc:
+        raise ModelFileError(f"device must be None, 'cpu' or 'cuda[:N]', got {wanted!r}.") from exc
+    if target.type == "cuda" and not torch.cuda.is_available():
+        if device is not None:
+            raise ModelFileError(f"Cannot load {path} onto {wanted!r}: no CUDA GPU is available; use device='cpu'.")
+        warnings.warn(f"{path} was fitted on {wanted!r}, which is not available here; it is loaded on the CPU "
+                      "(predictions agree up to floating-point rounding).", HDGPWarning, stacklevel=4)
+        target = torch.device("cpu")
+    est.set_params(device=None if target.type == "cpu" else str(target))
+    return target
+
+
+def load_parts(path, *, device=None):
     """Like :func:`load` but return ``(estimator, table schema or None, metadata or None)``."""
     manifest, blob = _read_members(path)
     _check_version(path, manifest)
@@ -293,8 +321,9 @@ def load_parts(path):
     try:
         spec = manifest["estimator"]
         cls = _import_hdgp_class(spec["class"])
-        first = StateDecoder(tensors)
-        est = cls(**first.decode(spec["params"]))
+        est = cls(**StateDecoder(tensors).decode(spec["params"]))
+        target = _choose_device(est, path, device)
+        first = StateDecoder(tensors, device=target)
         state_node = spec["state"]
         model_info = spec.get("model")
     except ModelFileError:
@@ -310,6 +339,7 @@ def load_parts(path):
             model = rebuild_model(est)
             prefix = model_info["state_dict_prefix"]
             model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
+            model.to(target)
         except Exception as exc:
             raise _damaged(path, f"cannot rebuild the {cls.__name__} model: {exc}{versions}") from exc
         model.eval()
@@ -317,7 +347,7 @@ def load_parts(path):
             p.requires_grad_(False)
         modules = dict(model.named_modules())
     try:
-        decoder = StateDecoder(tensors, modules)
+        decoder = StateDecoder(tensors, modules, device=target)
         est.__dict__.update(decoder.decode(state_node))
         table = decoder.decode(manifest.get("table"))
         metadata = decoder.decode(manifest.get("metadata"))
