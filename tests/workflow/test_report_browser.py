@@ -6,7 +6,6 @@ import subprocess
 from html.parser import HTMLParser
 
 import numpy as np
-import pandas as pd
 import pytest
 from sklearn.datasets import load_diabetes
 

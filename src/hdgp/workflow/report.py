@@ -122,7 +122,7 @@ def _tick_labels(tm, name: str, values) -> list:
 def _component_figure(tm, term: tuple, sobol: float):
     """Posterior mean (±2 std) of one first- or second-order component, axes in the table's units."""
     plt = _pyplot()
-    est, schema = tm.estimator, tm.schema
+    est = tm.estimator
     names = [str(c) for c in est.feature_names_in_]
     cols = [names[j] for j in term]
     axes = [_axis_values(tm, names, c, 80 if len(term) == 1 else 30) for c in cols]
@@ -191,7 +191,7 @@ def report_data(tm, top: int = 10) -> dict:
 
 
 def _sections(tm, top: int, images: dict) -> list[str]:
-    est, meta, schema = tm.estimator, tm.metadata, tm.schema
+    est, meta = tm.estimator, tm.metadata
     data = meta.get("data") or {}
     parts = []
     # data summary
@@ -265,8 +265,9 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         for name, src in images.items():
             if name.startswith("component"):
                 parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
-        parts.append("<p class='note'>Posterior mean of each component (in target units) with a ±2 std band; "
-                     "the grey histogram shows the training values of the feature.</p>")
+        parts.append("<p class='note'>Posterior mean of each component (its effect on the target, in target "
+                     "units) with a ±2 std band or error bars; features not in a component do not change it. "
+                     "Two-feature components with a discrete feature show one curve per level.</p>")
         parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
                      "<figcaption>Cumulative Sobol index (green) and, with held-out rows, the RMSE of the model "
