@@ -233,3 +233,22 @@ def test_shared_tensors_stay_shared(tmp_path):
     back = hdgp.load(hdgp.save(_fit("GAM"), tmp_path / "m.hdgp"))
     assert back.posterior_.X is back.X_train_
     assert back.posterior_.kernel is back.model_.kernel is back.kernel_
+
+
+def test_large_exact_posterior_is_saved_without_its_factor(tmp_path, monkeypatch):
+    from hdgp.io import compact
+
+    est = _fit("Additive")
+    monkeypatch.setattr(compact, "MAX_STORED_FACTOR", 10)
+    path = hdgp.save(est, tmp_path / "big.hdgp")
+    assert read_manifest(path)["estimator"]["recompute"] == ["posterior_"]
+    monkeypatch.setattr(compact, "MAX_STORED_FACTOR", 10_000)
+    full = hdgp.save(est, tmp_path / "full.hdgp")
+    assert path.stat().st_size < full.stat().st_size - 40 * 40 * 8 // 2
+    back = hdgp.load(path)
+    torch.testing.assert_close(back.posterior_.L, est.posterior_.L, rtol=0, atol=1e-12)
+    mean, std = est.predict(XT, return_std=True)
+    mean2, std2 = back.predict(XT, return_std=True)
+    np.testing.assert_allclose(mean2, mean, rtol=1e-12)
+    np.testing.assert_allclose(std2, std, rtol=1e-10)
+    assert est.posterior_.L is not None  # saving never modifies the estimator

@@ -16,7 +16,8 @@ A model file is a zip archive with exactly these members:
             "class": "hdgp.estimators.oak.OAKRegressor",
             "params": <node>,                # get_params(deep=False)
             "state": <node>,                 # every other attribute (fitted values)
-            "model": {"state_dict_prefix": "model_state/"} | null
+            "model": {"state_dict_prefix": "model_state/"} | null,
+            "recompute": ["posterior_"]      # posteriors saved without their n×n factor
           },
           "table": <node> | null,            # hdgp.io.TableSchema of the training table
           "metadata": <node> | null,         # free-form: metrics, data summary, ...
@@ -37,7 +38,10 @@ Loading
 The estimator is created from its class and ``params``, the stored attributes are
 set, and a GPyTorch model (``model_``) is rebuilt with the estimator's own kernel
 and engine factories (:func:`rebuild_model`) before ``load_state_dict``; cached
-posteriors are restored from their stored tensors, so predictions are identical.
+posteriors are restored from their stored tensors, so predictions are identical. The
+Cholesky factor of an exact posterior with more than
+:data:`hdgp.io.compact.MAX_STORED_FACTOR` training rows is not stored but recomputed
+with the fit's own operations (:mod:`hdgp.io.compact`).
 
 Compatibility
 -------------
@@ -60,6 +64,7 @@ import torch
 
 from ..exceptions import HDGPWarning
 from .atomic import write_bytes_atomic
+from .compact import compact_state, restore_state
 from .codec import StateDecoder, StateEncoder, UnsupportedStateError, _import_hdgp_class
 
 __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "read_manifest", "rebuild_model"]
@@ -126,6 +131,7 @@ def save(est, path, *, table=None, metadata=None) -> Path:
     cls = type(est)
     try:
         params = est.get_params(deep=False)
+        state, recompute = compact_state({k: v for k, v in vars(est).items() if k not in params})
         manifest = {
             "format": _FORMAT_NAME,
             "format_version": list(FORMAT_VERSION),
@@ -134,8 +140,9 @@ def save(est, path, *, table=None, metadata=None) -> Path:
             "estimator": {
                 "class": f"{cls.__module__}.{cls.__qualname__}",
                 "params": encoder.encode(params, "parameter"),
-                "state": encoder.encode({k: v for k, v in vars(est).items() if k not in params}, "attribute"),
+                "state": encoder.encode(state, "attribute"),
                 "model": {"state_dict_prefix": _MODEL_PREFIX} if model is not None else None,
+                "recompute": recompute,
             },
             "table": encoder.encode(table, "table"),
             "metadata": encoder.encode(metadata, "metadata"),
@@ -349,6 +356,7 @@ def load_parts(path, *, device=None):
     try:
         decoder = StateDecoder(tensors, modules, device=target)
         est.__dict__.update(decoder.decode(state_node))
+        restore_state(est, spec.get("recompute") or [])
         table = decoder.decode(manifest.get("table"))
         metadata = decoder.decode(manifest.get("metadata"))
     except Exception as exc:
