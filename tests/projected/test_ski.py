@@ -117,3 +117,23 @@ def test_ski_rejects_what_it_cannot_do():
         SKIProjectedGPModel(k2)
     with pytest.raises(ValueError, match="grid_size"):
         SKIProjectedGPModel(_kernel(), grid_size=8)
+
+
+def test_analytic_bilinear_derivative_matches_autograd():
+    from linear_operator.operators import LinearOperator
+
+    from hdgp.inference.ski import ProjectedSKIOperator, _grid_columns
+
+    g = torch.Generator().manual_seed(3)
+    J, n, m = 3, 60, 32
+    z = torch.randn(J, n, generator=g, dtype=DT)
+    h = (z.max(1).values - z.min(1).values) / (m - 5)
+    index, weight = cubic_interpolation(z, z.min(1).values - 2 * h, h)
+    args = [weight.detach().requires_grad_(True), index, _grid_columns(h, m).requires_grad_(True),
+            torch.rand(J, generator=g, dtype=DT).requires_grad_(True)]
+    op = ProjectedSKIOperator(*args)
+    L, R = torch.randn(n, 4, generator=g, dtype=DT), torch.randn(n, 4, generator=g, dtype=DT)
+    ours, reference = op._bilinear_derivative(L, R), LinearOperator._bilinear_derivative(op, L, R)
+    assert ours[1] is None
+    for a, b in zip(ours[::2] + ours[3:], reference[::2] + reference[3:]):
+        assert torch.allclose(a, b, atol=1e-12)

@@ -162,9 +162,11 @@ class ProjectedSKIOperator(LinearOperator):
             rows = torch.arange(n, device=flat.device).repeat_interleave(4).repeat(J)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)  # "sparse CSR support is in beta"
-                order = torch.argsort(rows * (J * m) + flat)  # row-major: CSR of W
+                # row-major order of W: within a row, (j, k) already sorts the columns j m + index
+                order = torch.arange(J * n * 4, device=flat.device).view(J, n, 4).transpose(0, 1).reshape(-1)
                 crow = torch.arange(0, 4 * J * n + 1, 4 * J, device=flat.device)
                 W = torch.sparse_csr_tensor(crow, flat[order], values[order], size=(n, J * m))
+                self._w_order = order
                 order = torch.argsort(flat, stable=True)  # grid-major: CSR of W^T
                 crow_t = torch.zeros(J * m + 1, dtype=torch.long, device=flat.device)
                 crow_t[1:] = torch.bincount(flat, minlength=J * m).cumsum(0)
@@ -185,6 +187,40 @@ class ProjectedSKIOperator(LinearOperator):
             V = _toeplitz_matmul(self.col, (Wt @ rhs).view(J, m, -1)) * self.coef[:, None, None]
             out = W @ V.reshape(J * m, -1)
         return out.squeeze(-1) if vector else out
+
+    def _bilinear_derivative(self, left_vecs: torch.Tensor, right_vecs: torch.Tensor):
+        """Analytic gradient of :math:`\\sum_t l_t^\\top K r_t` w.r.t. ``(weight, index, col, coef)``.
+
+        With :math:`U^L_j = W_j^\\top L`, :math:`U^R_j = W_j^\\top R`:
+        :math:`\\partial/\\partial c_j = \\langle U^L_j, T_j U^R_j\\rangle`;
+        :math:`\\partial/\\partial\\,\\mathrm{col}_j[l] = c_j \\sum_{|a-b|=l} (U^L_j U^{R\\top}_j)_{ab}`
+        (a cross-correlation, by FFT); and for the interpolation weight of row
+        :math:`i` at grid point :math:`g`,
+        :math:`c_j \\sum_t (L_{it} (T_j U^R_j)_{gt} + R_{it} (T_j U^L_j)_{gt})`, evaluated only on the
+        sparsity pattern of :math:`W` (``sampled_addmm``).
+        """
+        L = left_vecs.unsqueeze(-1) if left_vecs.dim() == 1 else left_vecs
+        R = right_vecs.unsqueeze(-1) if right_vecs.dim() == 1 else right_vecs
+        J, m = self.col.shape
+        W, Wt = self._sparse()
+        UL, UR = (Wt @ L).view(J, m, -1), (Wt @ R).view(J, m, -1)
+        TL, TR = _toeplitz_matmul(self.col, UL), _toeplitz_matmul(self.col, UR)
+        coef = self.coef.detach()
+        g_coef = (UL * TR).sum((1, 2))
+        xc = torch.fft.irfft((torch.fft.rfft(UL, n=2 * m, dim=1).conj() * torch.fft.rfft(UR, n=2 * m, dim=1)).sum(-1),
+                             n=2 * m, dim=-1)  # xc[:, l] = sum_a UL[a] UR[a + l], negative lags wrap to 2m - l
+        g_col = xc[:, :m].clone()
+        g_col[:, 1:] += xc[:, m + 1:].flip(-1)
+        g_col = g_col * coef[:, None]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            sampled = torch.sparse.sampled_addmm(W, L, (TR * coef[:, None, None]).reshape(J * m, -1).T, beta=0.0)
+            sampled = torch.sparse.sampled_addmm(sampled, R, (TL * coef[:, None, None]).reshape(J * m, -1).T)
+        g_weight = torch.empty_like(self.weight).reshape(-1)
+        g_weight[self._w_order] = sampled.values()
+        grads = (g_weight.view_as(self.weight), None, g_col, g_coef)
+        return tuple(g if a.requires_grad else None for g, a in zip(grads, (self.weight, self.index, self.col,
+                                                                            self.coef)))
 
     def _diagonal(self) -> torch.Tensor:
         # indices of one row are consecutive, so (W T W^T)_ii = sum_{k,l} w_k w_l col[|k - l|]
