@@ -8,7 +8,7 @@
 from .fitting import evaluate, fit_table, make_estimator
 from .select import candidate_models, select_model
 from .summary import learned_quantities, summarize
-from .tabular import TabularModel
+from .tabular import TabularModel, predict_frame
 
 __all__ = ["TabularModel", "candidate_models", "evaluate", "fit_table", "learned_quantities", "make_estimator",
-           "select_model", "summarize"]
+           "predict_frame", "select_model", "summarize"]

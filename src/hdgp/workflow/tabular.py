@@ -13,7 +13,40 @@ from scipy.stats import norm
 from ..io.table import TableError, TableSchema
 from .summary import summarize
 
-__all__ = ["TabularModel"]
+__all__ = ["TabularModel", "predict_frame"]
+
+
+def predict_frame(est, X, *, level: float = 0.95) -> pd.DataFrame:
+    """Predictions of any fitted hdgp regressor as a DataFrame (pandas in, pandas out).
+
+    Parameters
+    ----------
+    est : fitted regressor with ``predict(X, return_std=True)``
+    X : DataFrame or array-like
+        The output keeps a DataFrame's index.
+    level : float, default=0.95
+        Probability of the central interval ``mean ± z·std`` (Gaussian predictive of y).
+
+    Returns
+    -------
+    DataFrame with columns ``mean, std, lower_<pct>, upper_<pct>``.
+
+    Examples
+    --------
+    >>> import numpy as np, pandas as pd, hdgp
+    >>> X = pd.DataFrame({"a": np.linspace(0, 1, 12)}, index=[f"r{i}" for i in range(12)])
+    >>> est = hdgp.GPRegressor(random_state=0, max_iter=20).fit(X, np.sin(5 * X["a"]))
+    >>> hdgp.workflow.predict_frame(est, X.head(2)).index.tolist()
+    ['r0', 'r1']
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
+    mean, std = est.predict(X, return_std=True)
+    z = norm.ppf(0.5 + level / 2)
+    pct = f"{100 * level:g}".replace(".", "_")
+    index = X.index if isinstance(X, (pd.DataFrame, pd.Series)) else None
+    return pd.DataFrame({"mean": mean, "std": std, f"lower_{pct}": mean - z * std, f"upper_{pct}": mean + z * std},
+                        index=index)
 
 
 class TabularModel:
@@ -99,12 +132,7 @@ class TabularModel:
             raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
         if id_column is not None and id_column not in frame.columns:
             raise TableError(f"The id column {id_column!r} is not in the table. Columns: {', '.join(map(repr, frame.columns))}.")
-        X = self.transform(frame)
-        mean, std = self.estimator.predict(X, return_std=True)
-        z = norm.ppf(0.5 + level / 2)
-        pct = f"{100 * level:g}".replace(".", "_")
-        out = pd.DataFrame({"mean": mean, "std": std, f"lower_{pct}": mean - z * std,
-                            f"upper_{pct}": mean + z * std}, index=frame.index)
+        out = predict_frame(self.estimator, self.transform(frame), level=level)
         if id_column is not None:
             out.insert(0, id_column, frame[id_column].to_numpy())
         if not np.all(np.isfinite(out[["mean", "std"]].to_numpy())):
