@@ -8,6 +8,7 @@ or ``inference="variational"`` (minibatch SVGP, :mod:`hdgp.inference.variational
 from __future__ import annotations
 
 from ..presets import register_preset
+from . import classifier  # noqa: F401  (registers the GP-classifier preset)
 from .gp import GPRegressor
 
 __all__: list = []
@@ -17,5 +18,11 @@ def _sgpr_rbf_ard(**kw):
     return GPRegressor(kernel="rbf-ard", **{"inference": "sparse", **kw})
 
 
+def _svgp_rbf_ard(**kw):
+    return GPRegressor(kernel="rbf-ard", **{"inference": "variational", **kw})
+
+
 register_preset("SGPR-RBF-ARD", _sgpr_rbf_ard,
                 "Sparse GP (Titsias collapsed bound, k-means inducing points), RBF-ARD kernel.")
+register_preset("SVGP", _svgp_rbf_ard,
+                "Stochastic variational GP (minibatches, natural gradients + Adam), RBF-ARD kernel.")

@@ -1,0 +1,69 @@
+"""GPClassifier: scikit-learn contract, breast-cancer sanity, one-vs-rest, probit predictive."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import load_breast_cancer, load_iris
+from sklearn.metrics import roc_auc_score
+from sklearn.model_selection import train_test_split
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import hdgp
+from hdgp.estimators.classifier import GPClassifier, probit_predictive
+
+pytestmark = pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
+
+
+@parametrize_with_checks([GPClassifier(n_inducing=8, max_iter=25, ngd_lr=0.2, random_state=0)])
+def test_sklearn_compatible(estimator, check):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", hdgp.exceptions.HDGPWarning)
+        check(estimator)
+
+
+def test_probit_predictive_matches_monte_carlo():
+    gen = torch.Generator().manual_seed(0)
+    mean = torch.tensor([-1.5, 0.0, 0.7, 2.0], dtype=torch.float64)
+    var = torch.tensor([0.3, 2.0, 0.01, 4.0], dtype=torch.float64)
+    f = mean + var.sqrt() * torch.randn(200_000, 4, generator=gen, dtype=torch.float64)
+    mc = torch.special.ndtr(f).mean(0)
+    torch.testing.assert_close(probit_predictive(mean, var), mc, rtol=0, atol=5e-3)
+
+
+def test_breast_cancer_auc():
+    X, y = load_breast_cancer(return_X_y=True)
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    clf = GPClassifier(n_inducing=30, max_iter=150, random_state=0).fit(Xtr, ytr)
+    proba = clf.predict_proba(Xte)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert roc_auc_score(yte, proba[:, 1]) > 0.95
+    assert clf.score(Xte, yte) > 0.9
+    mean, std = clf.predict_latent(Xte, return_std=True)
+    assert mean.shape == std.shape == (len(yte),) and np.all(std > 0)
+
+
+def test_one_vs_rest_on_iris_with_string_labels():
+    X, y = load_iris(return_X_y=True)
+    names = np.array(["setosa", "versicolor", "virginica"])[y]
+    clf = GPClassifier(n_inducing=15, max_iter=100, random_state=0).fit(X, names)
+    assert list(clf.classes_) == ["setosa", "versicolor", "virginica"]
+    assert len(clf.models_) == 3
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    assert np.mean(clf.predict(X) == names) > 0.9
+
+
+def test_bad_input():
+    X = np.random.default_rng(0).standard_normal((20, 2))
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        GPClassifier().fit(X, np.zeros(20))
+    with pytest.raises(ValueError, match="inference"):
+        GPClassifier(inference="exact").fit(X, np.arange(20) % 2)
+    with pytest.raises(ValueError, match="kernel"):
+        GPClassifier(kernel="matern").fit(X, np.arange(20) % 2)
+
+
+def test_preset_registered():
+    assert isinstance(hdgp.preset("GP-classifier", random_state=0), GPClassifier)
