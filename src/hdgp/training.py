@@ -22,6 +22,11 @@ from .exceptions import ConvergenceWarning, NotPositiveDefiniteError
 
 __all__ = ["FitResult", "fit_hyperparameters"]
 
+#: L-BFGS restarts from the best point after a line search failed on non-PD / non-finite evaluations.
+_LBFGS_BACKOFF_RESTARTS = 3
+#: Adam steps that may fail (non-PD matrix, non-finite loss or gradient) before the run stops.
+_ADAM_MAX_BACKOFFS = 10
+
 
 @dataclass
 class FitResult:
@@ -78,7 +83,22 @@ class _FlatParameters:
 def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
     flat = _FlatParameters(model)
     best = {"loss": math.inf, "x": flat.get()}
-    count = {"n": 0}
+    count = {"n": 0, "failed": 0}
+
+    def back_off(x):
+        """Value and gradient for a point where the objective failed (non-PD matrix, NaN/inf).
+
+        A huge value with the gradient of the bowl f_best + c‖x − x_best‖² through it, so
+        the line search sees the objective rise away from the best point and shrinks the
+        step. (A zero gradient would read as a stationary point and stop L-BFGS there.)
+        """
+        count["failed"] += 1
+        if not math.isfinite(best["loss"]):
+            return 1e10, np.zeros_like(x)
+        value = (abs(best["loss"]) + 1.0) * 1e6
+        step = x - best["x"]
+        sq = float(step @ step)
+        return value, (2.0 * (value - best["loss"]) / sq) * step if sq > 0 else np.zeros_like(x)
 
     def fun(x):
         flat.set(x)
@@ -88,12 +108,11 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
             loss = _objective(model, X, y)
             loss.backward()
         except NotPositiveDefiniteError:
-            # Back off: a huge but finite value makes the line search shrink the step.
-            return (abs(best["loss"]) + 1.0) * 1e6 if math.isfinite(best["loss"]) else 1e10, np.zeros_like(x)
+            return back_off(x)
         value = loss.item()
         g = flat.grad()
         if not (math.isfinite(value) and np.all(np.isfinite(g))):
-            return (abs(best["loss"]) + 1.0) * 1e6 if math.isfinite(best["loss"]) else 1e10, np.zeros_like(x)
+            return back_off(x)
         if value < best["loss"]:
             best["loss"], best["x"] = value, x.copy()
         if progress is not None:
@@ -101,13 +120,25 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
             progress.update(1)
         return value, g
 
-    res = scipy.optimize.minimize(
-        fun, flat.get(), jac=True, method="L-BFGS-B",
-        options={"maxiter": max_iter, "maxfun": 2 * max_iter, "ftol": 1e-6, "gtol": 1e-5},
-    )
+    x_start, iterations, status = flat.get(), 0, 0
+    for _ in range(_LBFGS_BACKOFF_RESTARTS + 1):
+        failed_before = count["n"], count["failed"]
+        res = scipy.optimize.minimize(
+            fun, x_start, jac=True, method="L-BFGS-B",
+            options={"maxiter": max_iter - iterations, "maxfun": max(1, 2 * max_iter - count["n"]),
+                     "ftol": 1e-6, "gtol": 1e-5},
+        )
+        iterations += int(res.nit)
+        status = res.status
+        # A line search that gave up after failed evaluations (non-PD matrix, NaN gradient) restarts
+        # from the best point with a fresh quasi-Newton memory, while the budget lasts.
+        if (status != 2 or count["failed"] == failed_before[1] or not math.isfinite(best["loss"])
+                or iterations >= max_iter or count["n"] >= 2 * max_iter):
+            break
+        x_start = best["x"]
     flat.set(best["x"])  # keep the best parameters ever evaluated
     # status 1 = iteration/evaluation cap; line-search stalls at the optimum count as converged
-    return best["loss"], count["n"], res.status != 1
+    return best["loss"], count["n"], status == 0 or (status != 1 and iterations < max_iter)
 
 
 def _run_adam(model, X, y, max_iter: int, lr: float, progress) -> tuple[float, int, bool]:
@@ -119,11 +150,29 @@ def _run_adam(model, X, y, max_iter: int, lr: float, progress) -> tuple[float, i
     previous_avg = math.inf
     best_loss, best_state = math.inf, None
     converged = False
+    failures = 0
+    it = 0
     for it in range(max_iter):
         opt.zero_grad(set_to_none=True)
-        loss = _objective(model, X, y)
-        loss.backward()
-        value = loss.item()
+        try:
+            loss = _objective(model, X, y)
+            loss.backward()
+            value = loss.item()
+            ok = math.isfinite(value) and all(p.grad is None or torch.isfinite(p.grad).all() for p in params)
+        except NotPositiveDefiniteError:
+            ok = False
+        if not ok:
+            # Back off: return to the best parameters, halve the step size and forget the moments.
+            failures += 1
+            if best_state is None or failures > _ADAM_MAX_BACKOFFS:
+                break
+            with torch.no_grad():
+                for p, v in zip(params, best_state):
+                    p.copy_(v)
+            for group in opt.param_groups:
+                group["lr"] *= 0.5
+            opt.state.clear()
+            continue
         if value < best_loss:
             best_loss = value
             best_state = [p.detach().clone() for p in params]

@@ -46,10 +46,15 @@ from linear_operator.operators import (
     LowRankRootAddedDiagLinearOperator,
     LowRankRootLinearOperator,
 )
+from linear_operator.utils.warnings import NumericalWarning as LinearOperatorNumericalWarning
 
+from ..exceptions import ConvergenceWarning
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 
 __all__ = ["ProjectedSKIOperator", "SKIProjectedGPModel", "SKIPosterior", "cubic_interpolation"]
+
+#: Relative residual ‖K̂α − r‖/‖r‖ of the posterior solve above which a ConvergenceWarning is issued.
+_POSTERIOR_MAX_RESIDUAL = 1e-3
 
 #: Unit length-scales beyond which an RBF sub-kernel is treated as exactly zero (exp(-40.5)).
 _CUTOFF = 9.0
@@ -424,8 +429,20 @@ class SKIProjectedGPModel(gpytorch.Module):
         """
         op, (u0, h) = self.operator(X)
         Ky = self._noisy(op)
-        with _settings(self.num_probes, self.max_cg_iterations, 1e-6):
-            alpha = Ky.solve((y - self.constant).unsqueeze(-1))
+        r = (y - self.constant).unsqueeze(-1)
+        with _settings(self.num_probes, self.max_cg_iterations, 1e-6), warnings.catch_warnings():
+            # linear_operator's own CG warning is replaced by the check of the true residual below
+            warnings.simplefilter("ignore", LinearOperatorNumericalWarning)
+            alpha = Ky.solve(r)
+        residual = float((Ky.matmul(alpha) - r).norm() / r.norm().clamp_min(torch.finfo(r.dtype).tiny))
+        if not residual <= _POSTERIOR_MAX_RESIDUAL:
+            warnings.warn(
+                f"SKI conjugate gradients stopped at relative residual {residual:.3g} "
+                f"(tolerance {_POSTERIOR_MAX_RESIDUAL:g}, at most {self.max_cg_iterations} iterations); the "
+                "predictive mean may be inaccurate. Raise max_cg_iterations or noise_lower_bound, or use "
+                "inference='exact' for small data.",
+                ConvergenceWarning, stacklevel=3,
+            )
         T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
         evals, evecs = torch.linalg.eigh(T)
         keep = evals > tol * evals[:, -1:]

@@ -52,6 +52,9 @@ from ..exceptions import ConvergenceWarning
 
 __all__ = ["EMResult", "fit_em", "initial_sigma_beta"]
 
+#: A fall of the EM objective by more than this times (|J| + n) is a breakdown, not round-off.
+_DIVERGENCE_RTOL = 1e-6
+
 
 def _psd_sqrt(S: np.ndarray) -> np.ndarray:
     """Symmetric square root of a positive semi-definite matrix (negative eigenvalues clipped)."""
@@ -195,11 +198,35 @@ def fit_em(
     )
     PtP, PtD, DtD, Pty, Dty = grams[:5]
     objective: list[float] = []
-    converged = False
+    converged = diverged = False
+    good = None
     it = 0
     for it in range(1, max_iter + 1):
-        theta, beta, post_sqrt, value = _mean_and_e_step(grams, sigma_beta, noise, n)
+        try:
+            theta, beta, post_sqrt, value = _mean_and_e_step(grams, sigma_beta, noise, n)
+        except np.linalg.LinAlgError:  # e.g. a NaN Sigma_beta from the previous M-step
+            if good is None:
+                raise
+            theta, beta, post_sqrt, value = good[2], good[3], good[4], math.nan
+        # EM never decreases J in exact arithmetic: a non-finite J or state, or a fall far beyond
+        # round-off, is a numerical breakdown; keep the last good iterate instead of its output.
+        if good is not None and (
+            not (math.isfinite(value) and np.isfinite(theta).all() and np.isfinite(beta).all()
+                 and np.isfinite(post_sqrt).all() and math.isfinite(noise))
+            or value < objective[-1] - _DIVERGENCE_RTOL * (abs(objective[-1]) + n)
+        ):
+            diverged = True
+            sigma_beta, noise, theta, beta, post_sqrt = good
+            warnings.warn(
+                f"SIGP EM diverged at iteration {it} (objective {value:.6g} after {objective[-1]:.6g}); "
+                f"keeping the parameters of iteration {it - 1}. Standardise the inputs or raise the "
+                "length-scale / eta.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+            break
         objective.append(value)
+        good = (sigma_beta, noise, theta, beta, post_sqrt)
         if len(objective) > 1 and objective[-1] - objective[-2] < tol * n:
             converged = True
             break
@@ -210,8 +237,11 @@ def fit_em(
         rtr = yty - 2.0 * float(theta @ Dty) + float(theta @ DtD @ theta)
         resid2 = rtr - 2.0 * beta @ Ptr + beta @ PtP @ beta
         noise = max(float(resid2 + (S_post * PtP).sum()) / n, noise_floor)
-    if not converged:
+    if not converged and not diverged:
         theta, beta, post_sqrt, value = _mean_and_e_step(grams, sigma_beta, noise, n)
+        if not (math.isfinite(value) and np.isfinite(theta).all()) and good is not None:
+            sigma_beta, noise, theta, beta, post_sqrt = good  # the last M-step broke down
+            value = objective[-1]
         objective.append(value)
         if warn:
             warnings.warn(
