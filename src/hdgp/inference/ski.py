@@ -99,8 +99,8 @@ def _toeplitz_matmul(col: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
     m = col.shape[-1]
     circ = torch.cat([col, col.new_zeros(col.shape[:-1] + (1,)), col[..., 1:].flip(-1)], dim=-1)
     f = torch.fft.rfft(circ, dim=-1)
-    FU = torch.fft.rfft(U, n=2 * m, dim=-2)
-    return torch.fft.irfft(f[..., None] * FU, n=2 * m, dim=-2)[..., :m, :]
+    FU = torch.fft.rfft(U.transpose(-1, -2), n=2 * m, dim=-1)  # FFT along the last axis is ~2x faster
+    return torch.fft.irfft(f[:, None, :] * FU, n=2 * m, dim=-1)[..., :m].transpose(-1, -2)
 
 
 def _interp_t(index, weight, rhs, n_grid):
@@ -212,8 +212,10 @@ class ProjectedSKIOperator(LinearOperator):
         TL, TR = _toeplitz_matmul(self.col, UL), _toeplitz_matmul(self.col, UR)
         coef = self.coef.detach()
         g_coef = (UL * TR).sum((1, 2))
-        xc = torch.fft.irfft((torch.fft.rfft(UL, n=2 * m, dim=1).conj() * torch.fft.rfft(UR, n=2 * m, dim=1)).sum(-1),
-                             n=2 * m, dim=-1)  # xc[:, l] = sum_a UL[a] UR[a + l], negative lags wrap to 2m - l
+        FL = torch.fft.rfft(UL.transpose(-1, -2), n=2 * m, dim=-1)
+        FR = torch.fft.rfft(UR.transpose(-1, -2), n=2 * m, dim=-1)
+        xc = torch.fft.irfft((FL.conj() * FR).sum(-2), n=2 * m, dim=-1)  # xc[:, l] = sum_a UL[a] UR[a + l]
+        # (negative lags wrap around to 2m - l)
         g_col = xc[:, :m].clone()
         g_col[:, 1:] += xc[:, m + 1:].flip(-1)
         g_col = g_col * coef[:, None]
@@ -470,6 +472,7 @@ def _settings(num_probes: int, max_cg: int, tol: float) -> ExitStack:
         linear_operator.settings.max_lanczos_quadrature_iterations(min(max_cg, 20)),
         linear_operator.settings.min_preconditioning_size(1),
         linear_operator.settings.max_preconditioner_size(0),  # never the generic pivoted Cholesky
+        linear_operator.settings.max_cholesky_size(0),  # iterative at every n (no dense SKI matrix)
     ):
         stack.enter_context(ctx)
     return stack
