@@ -78,6 +78,19 @@ def test_sigp_classifier_round_trip(tmp_path):
     assert list(back.classes_) == ["no", "yes"]
 
 
+def test_gp_classifier_round_trip(tmp_path):
+    labels = np.array(["a", "b", "c"])[np.digitize(Y, np.quantile(Y, [1 / 3, 2 / 3]))]
+    est = hdgp.preset("GP-classifier", random_state=0, max_iter=3, n_inducing=6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, labels)
+    path = hdgp.save(est, tmp_path / "gpc.hdgp")
+    assert [m["attribute"] for m in read_manifest(path)["estimator"]["modules"]] == ["models_"] * 3
+    back = hdgp.load(path)
+    np.testing.assert_array_equal(back.predict_proba(XT), est.predict_proba(XT))
+    assert back.posteriors_[1].kernel is back.models_[1].kernel
+
+
 def test_manifest_is_documented_json(tmp_path):
     path = hdgp.save(_fit("GAM"), tmp_path / "m.hdgp")
     manifest = read_manifest(path)

@@ -16,7 +16,9 @@ A model file is a zip archive with exactly these members:
             "class": "hdgp.estimators.oak.OAKRegressor",
             "params": <node>,                # get_params(deep=False)
             "state": <node>,                 # every other attribute (fitted values)
-            "model": {"state_dict_prefix": "model_state/"} | null,
+            "modules": [                     # torch modules held by the estimator
+              {"attribute": "model_", "index": null, "state_dict_prefix": "model_state/"}
+            ],                               # (a list attribute: "models_", index k, "models_[k]/")
             "recompute": ["posterior_"]      # posteriors saved without their n×n factor
           },
           "table": <node> | null,            # hdgp.io.TableSchema of the training table
@@ -29,15 +31,17 @@ A model file is a zip archive with exactly these members:
 
 ``tensors.pt``
     ``torch.save`` of a flat ``{str: torch.Tensor}`` dictionary (CPU tensors): the
-    ``t<k>`` keys referenced from the manifest and, for GPyTorch-based estimators,
-    the model's ``state_dict`` under ``model_state/``. It is read with
+    ``t<k>`` keys referenced from the manifest and the ``state_dict`` of every module
+    slot under its prefix. It is read with
     ``torch.load(weights_only=True)``, so loading never executes code from the file.
 
 Loading
 -------
 The estimator is created from its class and ``params``, the stored attributes are
-set, and a GPyTorch model (``model_``) is rebuilt with the estimator's own kernel
-and engine factories (:func:`rebuild_model`) before ``load_state_dict``; cached
+set, and its GPyTorch modules (``model_``, or a list such as ``models_``) are rebuilt
+with the estimator's own kernel and engine factories (:mod:`hdgp.io.rebuild`) before
+``load_state_dict``; references such as ``{"$module": "model_:kernel"}`` then resolve
+to the rebuilt sub-modules, and cached
 posteriors are restored from their stored tensors, so predictions are identical. The
 Cholesky factor of an exact posterior with more than
 :data:`hdgp.io.compact.MAX_STORED_FACTOR` training rows is not stored but recomputed
@@ -66,8 +70,9 @@ from ..exceptions import HDGPWarning
 from .atomic import write_bytes_atomic
 from .compact import compact_state, restore_state
 from .codec import StateDecoder, StateEncoder, UnsupportedStateError, _import_hdgp_class
+from .rebuild import module_slots, rebuild_module, slot_name
 
-__all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "read_manifest", "rebuild_model"]
+__all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "read_manifest"]
 
 #: (major, minor) of the format this version writes.
 FORMAT_VERSION = (1, 0)
@@ -88,11 +93,8 @@ def _library_version() -> str:
 
 
 # ---------------------------------------------------------------------- saving
-def _model_modules(est) -> tuple[torch.nn.Module | None, dict]:
-    model = getattr(est, "model_", None)
-    if not isinstance(model, torch.nn.Module):
-        return None, {}
-    return model, {id(m): name for name, m in model.named_modules()}
+def _slot_prefix(attribute: str, index: int | None) -> str:
+    return _MODEL_PREFIX if (attribute, index) == ("model_", None) else f"{slot_name(attribute, index)}/"
 
 
 def save(est, path, *, table=None, metadata=None) -> Path:
@@ -126,8 +128,8 @@ def save(est, path, *, table=None, metadata=None) -> Path:
     path = Path(path)
     if not any(k.endswith("_") and not k.startswith("__") for k in vars(est)):
         raise ModelFileError(f"{type(est).__name__} is not fitted yet; call fit before saving it.")
-    model, modules = _model_modules(est)
-    encoder = StateEncoder(modules)
+    slots = module_slots(est)
+    encoder = StateEncoder({id(m): f"{slot_name(a, i)}:{n}" for a, i, mod in slots for n, m in mod.named_modules()})
     cls = type(est)
     try:
         params = est.get_params(deep=False)
@@ -141,7 +143,7 @@ def save(est, path, *, table=None, metadata=None) -> Path:
                 "class": f"{cls.__module__}.{cls.__qualname__}",
                 "params": encoder.encode(params, "parameter"),
                 "state": encoder.encode(state, "attribute"),
-                "model": {"state_dict_prefix": _MODEL_PREFIX} if model is not None else None,
+                "modules": [{"attribute": a, "index": i, "state_dict_prefix": _slot_prefix(a, i)} for a, i, _ in slots],
                 "recompute": recompute,
             },
             "table": encoder.encode(table, "table"),
@@ -153,8 +155,9 @@ def save(est, path, *, table=None, metadata=None) -> Path:
             "and presets; for a model with your own kernel object use pickle (trusted files only)."
         ) from exc
     tensors = dict(encoder.tensors)
-    if model is not None:
-        tensors.update({_MODEL_PREFIX + k: v.detach().cpu().clone() for k, v in model.state_dict().items()})
+    for attribute, index, module in slots:
+        prefix = _slot_prefix(attribute, index)
+        tensors.update({prefix + k: v.detach().cpu().clone() for k, v in module.state_dict().items()})
     buffer = _io.BytesIO()
     torch.save(tensors, buffer)
     blob = buffer.getvalue()
@@ -250,24 +253,6 @@ def _load_tensors(path, manifest: dict, blob: bytes | None) -> dict:
     return tensors
 
 
-def rebuild_model(est) -> torch.nn.Module:
-    """Recreate the (untrained) GPyTorch model of a fitted estimator from its fitted attributes.
-
-    An estimator class can define ``_rebuild_model(self)`` to do this itself; the
-    default, for :class:`~hdgp.estimators.BaseGPRegressor` families, calls the
-    estimator's ``_make_kernel`` and ``_make_model`` on the stored training inputs
-    ``X_train_`` (structure only: the values come from the saved state dict).
-    """
-    if hasattr(est, "_rebuild_model"):
-        return est._rebuild_model()
-    if not (hasattr(est, "_make_kernel") and hasattr(est, "_make_model") and hasattr(est, "X_train_")):
-        raise TypeError(f"{type(est).__name__} does not say how to rebuild its model (no _rebuild_model).")
-    X = est.X_train_
-    kernel = est._make_kernel(X)
-    model = est._make_model(kernel, X)
-    return model.to(dtype=X.dtype, device=X.device)
-
-
 def load(path, *, device=None):
     """Read a model written by :func:`save` (or ``hdgp fit``).
 
@@ -332,27 +317,29 @@ def load_parts(path, *, device=None):
         target = _choose_device(est, path, device)
         first = StateDecoder(tensors, device=target)
         state_node = spec["state"]
-        model_info = spec.get("model")
+        slots = spec.get("modules") or []
     except ModelFileError:
         raise
     except Exception as exc:
         raise _damaged(path, f"cannot rebuild the estimator: {exc}{versions}") from exc
-    modules = None
-    if model_info is not None:
-        # pass 1: everything except references to the model, which is rebuilt from them
-        plain = {k: v for k, v in first.decode(_strip_modules(state_node)).items()}
-        est.__dict__.update(plain)
-        try:
-            model = rebuild_model(est)
-            prefix = model_info["state_dict_prefix"]
-            model.load_state_dict({k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)})
-            model.to(target)
-        except Exception as exc:
-            raise _damaged(path, f"cannot rebuild the {cls.__name__} model: {exc}{versions}") from exc
-        model.eval()
-        for p in model.parameters():
-            p.requires_grad_(False)
-        modules = dict(model.named_modules())
+    modules = {}
+    if slots:
+        # pass 1: everything except references to modules, which are rebuilt from it
+        est.__dict__.update(first.decode(_strip_modules(state_node)))
+        for slot in slots:
+            attribute, index, prefix = slot["attribute"], slot["index"], slot["state_dict_prefix"]
+            try:
+                state_dict = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+                module = rebuild_module(est, attribute, index, state_dict)
+                module.load_state_dict(state_dict)
+                module.to(target)
+            except Exception as exc:
+                raise _damaged(path, f"cannot rebuild {cls.__name__}.{slot_name(attribute, index)}: "
+                                     f"{exc}{versions}") from exc
+            module.eval()
+            for p in module.parameters():
+                p.requires_grad_(False)
+            modules.update({f"{slot_name(attribute, index)}:{n}": m for n, m in module.named_modules()})
     try:
         decoder = StateDecoder(tensors, modules, device=target)
         est.__dict__.update(decoder.decode(state_node))
