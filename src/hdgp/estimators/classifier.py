@@ -128,12 +128,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------- validation
-    def _validate_params(self) -> None:
+    def _validate_kernel(self) -> None:
         if isinstance(self.kernel, str):
             if self.kernel.lower() not in KERNELS:
                 raise ValueError(f"kernel must be one of {sorted(KERNELS)} or a gpytorch Kernel, got {self.kernel!r}.")
         elif not isinstance(self.kernel, Kernel):
             raise ValueError(f"kernel must be a string or a gpytorch.kernels.Kernel, got {type(self.kernel).__name__}.")
+
+    def _validate_params(self) -> None:
+        self._validate_kernel()
         if self.inference != "variational":
             raise ValueError(f"inference must be 'variational' (Bernoulli SVGP), got {self.inference!r}.")
         if not isinstance(self.n_inducing, numbers.Integral) or self.n_inducing < 1:
@@ -153,12 +156,26 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     def _torch_kwargs(self) -> dict:
         return {"dtype": resolve_dtype(self.dtype), "device": resolve_device(self.device)}
 
-    def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
+    # ------------------------------------------------------------------ hooks
+    def _check_X(self, X, y=None):
+        """Validate (and for subclasses, encode) inputs; ``y`` given means fitting."""
+        if y is None:
+            return validate_data(self, X, reset=False, dtype=np.float64)
+        return validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64)
+
+    def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
+        """Standardise columns with training mean/std (constant columns keep scale 1)."""
         if fit:
             self.x_mean_ = X.mean(axis=0)
             scale = X.std(axis=0)
             self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
-        return torch.as_tensor(np.ascontiguousarray((X - self.x_mean_) / self.x_scale_), **self._torch_kwargs)
+        return (X - self.x_mean_) / self.x_scale_
+
+    def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
+        return torch.as_tensor(np.ascontiguousarray(self._transform_inputs(X, fit)), **self._torch_kwargs)
+
+    def _after_fit(self) -> None:
+        """Subclasses add derived attributes (e.g. Sobol indices) here."""
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         if isinstance(self.kernel, str):
@@ -179,7 +196,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        X, y = validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64)
+        X, y = self._check_X(X, y)
         check_classification_targets(y)
         self._validate_params()
         self.classes_, codes = np.unique(y, return_inverse=True)
@@ -187,11 +204,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"GPClassifier needs samples of at least 2 classes; the data contain only class {self.classes_[0]!r}."
             )
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
+        self._fit_seed_ = seed
         with thread_budget(X.shape[0]):
             Xt = self._standardise(X, fit=True)
             n = Xt.shape[0]
             self.n_inducing_ = min(int(self.n_inducing), n)
-            seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
             targets = [codes == 1] if len(self.classes_) == 2 else [codes == k for k in range(len(self.classes_))]
             self.models_, self.posteriors_, self.fit_results_ = [], [], []
             for k, target in enumerate(targets):
@@ -207,13 +225,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 self.posteriors_.append(model.posterior())
                 self.fit_results_.append(result)
         self.n_iter_ = int(sum(r.n_evaluations for r in self.fit_results_))
+        self._after_fit()
         return self
 
     # ---------------------------------------------------------------- predict
     def _latent(self, X):
         check_is_fitted(self, "posteriors_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
-        Xt = self._standardise(X, fit=False)
+        Xt = self._standardise(self._check_X(X), fit=False)
         with thread_budget(Xt.shape[0]):
             return [post.predict(Xt, latent=True) for post in self.posteriors_]
 

@@ -8,7 +8,7 @@ or ``inference="variational"`` (minibatch SVGP, :mod:`hdgp.inference.variational
 from __future__ import annotations
 
 from ..presets import register_preset
-from . import classifier  # noqa: F401  (registers the GP-classifier preset)
+from . import classifier, oak_classifier  # noqa: F401  (register the GP-/OAK-classifier presets)
 from .gp import GPRegressor
 
 __all__: list = []
