@@ -302,4 +302,7 @@ def _level_label(value) -> str:
 
 
 def _level_key(value):
-    return (0, float(value), "") if isinstance(value, (int, float, np.number)) and not isinstance(value, bool) else (1, 0.0, str(value))
+    """Sort numbers numerically before text."""
+    if isinstance(value, (int, float, np.number)) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))

@@ -257,10 +257,12 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                      "explained by each additive component (a feature or an interaction of features).</p>")
         ranked = list(est.sobol_indices_.items())[:top]
         cum = np.cumsum([v for _, v in ranked])
-        rows = [[str(i + 1), " × ".join(k), str(len(k)), f"{v:.4f}", f"{c:.4f}"] for i, ((k, v), c) in enumerate(zip(ranked, cum))]
+        rows = [[str(i + 1), " × ".join(k), str(len(k)), f"{v:.4f}", f"{c:.4f}"]
+                for i, ((k, v), c) in enumerate(zip(ranked, cum))]
         parts.append(_table(["rank", "term", "order", "Sobol index", "cumulative"], rows, "sobol", left=2))
         order = np.asarray(est.sobol_order_, float)
-        parts.append("<p>Share by interaction order: " + _e(", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(order) if v > 5e-4)) + "</p>")
+        shares = ", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(order) if v > 5e-4)
+        parts.append(f"<p>Share by interaction order: {_e(shares)}</p>")
         parts.append("<h2 id='components'>Top components</h2>")
         for name, src in images.items():
             if name.startswith("component"):
