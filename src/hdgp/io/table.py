@@ -72,6 +72,8 @@ def read_table(path) -> pd.DataFrame:
             frame = pd.read_csv(path, sep="," if kind == "csv" else "\t", skipinitialspace=True)
     except pd.errors.EmptyDataError:
         raise TableError(f"Data file {path} is empty.") from None
+    except ImportError as exc:  # pandas needs pyarrow (or fastparquet) for Parquet
+        raise TableError(f"Reading {path} needs a Parquet engine: pip install pyarrow ({exc}).") from exc
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
         raise TableError(f"Cannot parse {path}: {exc}".rstrip() + " Check that it is a valid "
                          f"{kind.upper()} file with one header row.") from exc

@@ -196,7 +196,11 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
         import io
 
         buffer = io.BytesIO()
-        table.to_parquet(buffer, index=False)
+        try:
+            table.to_parquet(buffer, index=False)
+        except ImportError as exc:
+            raise click.ClickException(f"Writing {out} needs a Parquet engine: pip install pyarrow, "
+                                       "or write a .csv file.") from exc
         payload = buffer.getvalue()
     else:
         payload = table.to_csv(index=False).encode("utf-8")
