@@ -155,6 +155,19 @@ def report(store: Path, ref_dir: Path, out: Path, command: str) -> None:
             f"{_fmt([-r['loglik'] for r in rows])} | {duv.get((ds, 'nll'), '–')} | "
             f"{np.mean([r['fit_seconds'] for r in rows]):.0f} |"
         )
+    stab_path = store.parent / "stability.json"
+    if stab_path.is_file():
+        stab = json.loads(stab_path.read_text())
+        lines += ["", f"## Stability on OAK eq. (5) (`benchmarks/oak_stability.py`, n = {stab['n']}, 9 random starts)", "",
+                  "| model | distinct optima | final loss / n | order variances σ₀², σ₁², σ₂² (first start) | Sobol by order (OAK) |",
+                  "|---|---|---|---|---|"]
+        for name in ("OAK", "Additive"):
+            runs = stab[name]["runs"]
+            losses = [r["loss"] for r in runs]
+            sob = runs[0].get("sobol_by_order")
+            lines.append(f"| {name} | {stab[name]['distinct_optima']} | {min(losses):.4f} … {max(losses):.4f} | "
+                         f"{', '.join(f'{v:.3g}' for v in runs[0]['order_variances'])} | "
+                         f"{', '.join(f'{v:.3f}' for v in sob) if sob else '–'} |")
     host = {(r["host"], r["threads"]) for r in recs}
     lines += ["", f"Machines (host, torch threads): {sorted(host)}; shared 2-core machine, timings are noisy.", ""]
     out.write_text("\n".join(lines))
