@@ -128,7 +128,7 @@ def fit(data, target, model, categorical, drop, drop_missing, test_size, random_
                        verbose=not quiet and not as_json)
         tm.metadata["data"]["file"] = Path(data).name
         save(tm, out)
-    except (TableError, ValueError, TypeError, RuntimeError) as exc:
+    except (TableError, ValueError, TypeError, RuntimeError, OSError) as exc:  # OSError: disk full, no permission
         _fail(exc)
     meta = tm.metadata
     if as_json:
@@ -204,7 +204,10 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
         payload = buffer.getvalue()
     else:
         payload = table.to_csv(index=False).encode("utf-8")
-    write_bytes_atomic(out, payload)
+    try:
+        write_bytes_atomic(out, payload)
+    except OSError as exc:  # disk full, no permission
+        _fail(exc)
     if as_json:
         click.echo(json.dumps({"output": str(out), "n_rows": len(table), "columns": list(table.columns),
                                "mean": {"min": float(table["mean"].min()), "max": float(table["mean"].max())},
