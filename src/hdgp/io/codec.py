@@ -120,7 +120,9 @@ def _import_hdgp_class(path: str):
     if module_name.split(".")[0] != "hdgp" or not qualname.isidentifier():
         raise ValueError(f"refusing to rebuild {path!r}: model files may only name hdgp classes")
     cls = getattr(importlib.import_module(module_name), qualname, None)
-    if not isinstance(cls, type) or issubclass(cls, torch.nn.Module):
+    # defined in hdgp, not merely imported into an hdgp module (pathlib.Path, ProcessPoolExecutor, ...)
+    if (not isinstance(cls, type) or issubclass(cls, torch.nn.Module)
+            or str(getattr(cls, "__module__", "")).split(".")[0] != "hdgp"):
         raise ValueError(f"{path!r} is not a data class of this hdgp version")
     return cls
 

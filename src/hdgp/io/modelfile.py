@@ -65,12 +65,13 @@ import zipfile
 from pathlib import Path
 
 import torch
+from sklearn.base import BaseEstimator
 
 from ..exceptions import HDGPWarning
 from .atomic import write_bytes_atomic
 from .compact import compact_state, restore_state
 from .codec import StateDecoder, StateEncoder, UnsupportedStateError, _import_hdgp_class
-from .rebuild import module_slots, rebuild_module, slot_name
+from .rebuild import load_state, module_slots, rebuild_module, slot_name
 
 __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "read_manifest"]
 
@@ -313,6 +314,8 @@ def load_parts(path, *, device=None):
     try:
         spec = manifest["estimator"]
         cls = _import_hdgp_class(spec["class"])
+        if not issubclass(cls, BaseEstimator):  # the constructor runs: only estimators, never e.g. a ResultStore
+            raise ValueError(f"{spec['class']!r} is not an hdgp estimator")
         est = cls(**StateDecoder(tensors).decode(spec["params"]))
         target = _choose_device(est, path, device)
         first = StateDecoder(tensors, device=target)
@@ -325,13 +328,16 @@ def load_parts(path, *, device=None):
     modules = {}
     if slots:
         # pass 1: everything except references to modules, which are rebuilt from it
-        est.__dict__.update(first.decode(_strip_modules(state_node)))
+        try:
+            est.__dict__.update(first.decode(_strip_modules(state_node)))
+        except Exception as exc:
+            raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
         for slot in slots:
             attribute, index, prefix = slot["attribute"], slot["index"], slot["state_dict_prefix"]
             try:
                 state_dict = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
                 module = rebuild_module(est, attribute, index, state_dict)
-                module.load_state_dict(state_dict)
+                load_state(module, state_dict)
                 module.to(target)
             except Exception as exc:
                 raise _damaged(path, f"cannot rebuild {cls.__name__}.{slot_name(attribute, index)}: "
