@@ -91,6 +91,18 @@ def test_gp_classifier_round_trip(tmp_path):
     assert back.posteriors_[1].kernel is back.models_[1].kernel
 
 
+def test_oak_classifier_with_empirical_measure_round_trip(tmp_path):
+    frame = pd.DataFrame(X, columns=["a", "b", "c"])
+    frame["g"] = np.where(X[:, 1] > 0, "u", "v")
+    labels = (X[:, 0] + (frame["g"] == "u") > 0.5).astype(int)
+    est = hdgp.preset("OAK-classifier", random_state=0, max_iter=3, n_inducing=8, measure="empirical")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(frame, labels)
+    back = hdgp.load(hdgp.save(est, tmp_path / "oakc.hdgp"))  # measure buffers sized from the file
+    np.testing.assert_array_equal(back.predict_proba(frame.iloc[:6]), est.predict_proba(frame.iloc[:6]))
+
+
 def test_manifest_is_documented_json(tmp_path):
     path = hdgp.save(_fit("GAM"), tmp_path / "m.hdgp")
     manifest = read_manifest(path)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["module_slots", "rebuild_module"]
+__all__ = ["load_state", "module_slots", "rebuild_module"]
 
 
 def module_slots(est) -> list[tuple[str, int | None, torch.nn.Module]]:
@@ -74,3 +74,20 @@ def rebuild_module(est, attribute: str, index: int | None, state_dict: dict) -> 
         return _rebuild_gp_classifier(est, state_dict)
     raise TypeError(f"{type(est).__name__} does not say how to rebuild its {slot_name(attribute, index)} "
                     "(define _rebuild_module(attribute, index, state_dict)).")
+
+
+def load_state(module: torch.nn.Module, state_dict: dict) -> None:
+    """``load_state_dict`` (strict) after giving data buffers the shapes stored in the file.
+
+    Buffers hold data such as measure locations (e.g. one per distinct training value
+    for an empirical measure), whose size a rebuild without the training inputs cannot
+    know; parameters must match exactly.
+    """
+    owners = dict(module.named_modules())
+    for key, value in state_dict.items():
+        owner_name, _, leaf = key.rpartition(".")
+        owner = owners.get(owner_name)
+        current = None if owner is None else owner._buffers.get(leaf)
+        if current is not None and current.shape != value.shape:
+            owner._buffers[leaf] = torch.empty(value.shape, dtype=current.dtype, device=current.device)
+    module.load_state_dict(state_dict)
