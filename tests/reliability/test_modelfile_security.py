@@ -160,3 +160,14 @@ def test_explain_on_a_crafted_file_writes_only_inside_its_folder(tmp_path):
     if result.exit_code == 0:
         page = (report / "report.html").read_text(encoding="utf-8")
         assert "<script>" not in page
+
+
+@pytest.mark.parametrize("name", ["_make_kernel", "predict", "_rebuild_module", "__class__", "_torch_kwargs"])
+def test_fitted_state_cannot_shadow_methods(tmp_path, saved, name):
+    """State entries named like methods/properties would let a file redirect calls made while loading."""
+    _, manifest, blob, _ = saved
+    state = manifest["estimator"]["state"]
+    crafted_state = {"$dict": state["$dict"] + [[name, "not a method"]]}
+    crafted = {**manifest, "estimator": {**manifest["estimator"], "state": crafted_state}}
+    with pytest.raises(ModelFileError, match="replace"):
+        hdgp.load(_write(tmp_path / "evil.hdgp", crafted, blob))

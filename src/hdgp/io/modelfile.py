@@ -304,6 +304,22 @@ def _choose_device(est, path, device):
     return target
 
 
+#: Optional estimator methods that loading looks up on the instance (never taken from a file).
+_LOAD_HOOKS = frozenset({"_rebuild_module", "_rebuild_model", "_to_model_file", "_from_model_file"})
+
+
+def _fitted_state(cls, state: dict) -> dict:
+    """``state`` unless it would shadow a method or property of ``cls`` (a crafted file could then
+    make loading call into its data); raises ``ValueError``."""
+    if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
+        raise ValueError("the fitted state is not a dictionary of attribute names")
+    clash = sorted(k for k in state if k.startswith("__") or k in _LOAD_HOOKS or callable(getattr(cls, k, None))
+                   or isinstance(getattr(cls, k, None), property))
+    if clash:
+        raise ValueError(f"the fitted state would replace {cls.__name__} methods {clash}")
+    return state
+
+
 def load_parts(path, *, device=None):
     """Like :func:`load` but return ``(estimator, table schema or None, metadata or None)``."""
     manifest, blob = _read_members(path)
@@ -329,7 +345,7 @@ def load_parts(path, *, device=None):
     if slots:
         # pass 1: everything except references to modules, which are rebuilt from it
         try:
-            est.__dict__.update(first.decode(_strip_modules(state_node)))
+            est.__dict__.update(_fitted_state(cls, first.decode(_strip_modules(state_node))))
         except Exception as exc:
             raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
         for slot in slots:
@@ -348,7 +364,7 @@ def load_parts(path, *, device=None):
             modules.update({f"{slot_name(attribute, index)}:{n}": m for n, m in module.named_modules()})
     try:
         decoder = StateDecoder(tensors, modules, device=target)
-        est.__dict__.update(decoder.decode(state_node))
+        est.__dict__.update(_fitted_state(cls, decoder.decode(state_node)))
         restore_state(est, spec.get("recompute") or [])
         table = decoder.decode(manifest.get("table"))
         metadata = decoder.decode(manifest.get("metadata"))
