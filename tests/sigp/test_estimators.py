@@ -92,6 +92,7 @@ def test_constant_features_are_dropped():
     X = np.hstack([X, np.full((len(y), 1), 7.0)])
     model = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X, y)
     assert model.feature_mask_.tolist() == [True, True, True, False]
+    assert f"rank {model.kernel_rank_}" in model.subspace_solver_
     assert np.isfinite(model.predict(X)).all()
 
 

@@ -153,6 +153,11 @@ class _SIGPBase(BaseEstimator):
             ) from None
         factor = self.model_.factor
         self.kernel_rank_, self.kernel_residual_ = factor.rank, factor.residual
+        self.subspace_solver_ = (
+            f"pivoted Cholesky of K, rank {factor.rank} (relative trace error "
+            f"{factor.residual:.1e}), then a dense {factor.rank}x{factor.rank} symmetric "
+            "generalised eigenproblem"
+        )
         if factor.residual > 1e-3:
             warnings.warn(
                 f"The kernel factor stopped at max_kernel_rank={self.max_kernel_rank} with "
@@ -227,6 +232,8 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         Mean validation score (negative MSE, standardised units) of every candidate.
     kernel_rank_, kernel_residual_ : int, float
         Rank and relative trace error of the kernel factor.
+    subspace_solver_ : str
+        How the subspace was solved (low-rank factor and reduced eigenproblem).
     n_iter_ : int
     log_likelihood_ : float
         Final penalised marginal log-likelihood of the standardised target.
@@ -360,7 +367,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     ----------
     classes_ : ndarray of shape (n_classes,)
     model_ : hdgp.sigp.model.SIGPModel
-    best_params_, cv_scores_, kernel_rank_, kernel_residual_, n_iter_, log_likelihood_
+    best_params_, cv_scores_, kernel_rank_, kernel_residual_, subspace_solver_, n_iter_, log_likelihood_
         As in :class:`SIGPRegressor`.
     temperature_ : float
         Inverse temperature :math:`a` of the link :math:`p_k \propto \exp(a s_k)`.
