@@ -157,9 +157,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return {"dtype": resolve_dtype(self.dtype), "device": resolve_device(self.device)}
 
     # ------------------------------------------------------------------ hooks
-    def _check_X(self, X, y=None):
-        """Validate (and for subclasses, encode) inputs; ``y`` given means fitting."""
-        if y is None:
+    def _check_X(self, X, y=None, *, fit: bool = False):
+        """Validate (and for subclasses, encode) inputs; with ``fit`` also ``y`` and return both."""
+        if not fit:
             return validate_data(self, X, reset=False, dtype=np.float64)
         return validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64)
 
@@ -196,7 +196,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        X, y = self._check_X(X, y)
+        X, y = self._check_X(X, y, fit=True)
         check_classification_targets(y)
         self._validate_params()
         self.classes_, codes = np.unique(y, return_inverse=True)

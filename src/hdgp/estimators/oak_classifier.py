@@ -103,11 +103,11 @@ class OAKClassifier(GPClassifier):
     def _validate_kernel(self) -> None:
         self._encoder()._validate_params_extra()
 
-    def _check_X(self, X, y=None):
-        if y is None:
+    def _check_X(self, X, y=None, *, fit: bool = False):
+        if not fit:
             return super()._check_X(self.encoder_._encode_frame(X, fit=False))
         self.encoder_ = self._encoder()
-        X, y = super()._check_X(self.encoder_._encode_frame(X, fit=True), y)
+        X, y = super()._check_X(self.encoder_._encode_frame(X, fit=True), y, fit=True)
         if hasattr(self, "feature_names_in_"):
             self.encoder_.feature_names_in_ = self.feature_names_in_
         elif hasattr(self.encoder_, "feature_names_in_"):
