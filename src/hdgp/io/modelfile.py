@@ -280,7 +280,10 @@ def load(path, *, device=None):
     if table is not None:
         from ..workflow.tabular import TabularModel
 
-        return TabularModel._from_model_file(est, table, metadata)
+        try:
+            return TabularModel._from_model_file(est, table, metadata)
+        except Exception as exc:
+            raise _damaged(path, f"cannot restore the table model: {exc}") from exc
     return est
 
 
@@ -322,6 +325,15 @@ def _fitted_state(cls, state: dict) -> dict:
 
 def load_parts(path, *, device=None):
     """Like :func:`load` but return ``(estimator, table schema or None, metadata or None)``."""
+    try:
+        return _load_parts(path, device)
+    except ModelFileError:
+        raise
+    except Exception as exc:  # a malformed manifest field the steps below did not anticipate
+        raise _damaged(path, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _load_parts(path, device):
     manifest, blob = _read_members(path)
     _check_version(path, manifest)
     tensors = _load_tensors(path, manifest, blob)
