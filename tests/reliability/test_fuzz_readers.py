@@ -194,3 +194,16 @@ def test_non_utf8_huge_and_bomb_manifests(tmp_path, model_bytes):
             path.write_bytes(data)
         with pytest.raises(ModelFileError):
             hdgp.load(path)
+
+
+def test_decompression_bomb_manifest_is_refused_before_expanding(tmp_path, model_bytes, monkeypatch):
+    import hdgp.io.modelfile as modelfile
+
+    monkeypatch.setattr(modelfile, "_MAX_MANIFEST_BYTES", 100_000)
+    path = tmp_path / "bomb.hdgp"
+    with zipfile.ZipFile(path, "w", compression=zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr("manifest.json", b" " * 5_000_000)  # ~5 kB compressed, 5 MB expanded
+        zf.writestr("tensors.pt", b"")
+    assert path.stat().st_size < 50_000
+    with pytest.raises(ModelFileError, match="more than the"):
+        hdgp.load(path)

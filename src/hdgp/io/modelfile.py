@@ -80,6 +80,8 @@ FORMAT_VERSION = (1, 0)
 _FORMAT_NAME = "hdgp-model"
 _MANIFEST = "manifest.json"
 _TENSORS = "tensors.pt"
+#: Largest manifest accepted (real ones are kilobytes; a decompression bomb is refused before it expands).
+_MAX_MANIFEST_BYTES = 64 * 2**20
 _MODEL_PREFIX = "model_state/"
 
 
@@ -197,6 +199,9 @@ def _read_members(path) -> tuple[dict, bytes]:
             names = set(zf.namelist())
             if _MANIFEST not in names:
                 raise _damaged(path, f"no {_MANIFEST} inside")
+            size = zf.getinfo(_MANIFEST).file_size  # reads stop at the declared size: a zip bomb stops here
+            if size > _MAX_MANIFEST_BYTES:
+                raise _damaged(path, f"its manifest is {size} bytes, more than the {_MAX_MANIFEST_BYTES} allowed")
             manifest = json.loads(zf.read(_MANIFEST).decode("utf-8"))
             blob = zf.read(_TENSORS) if _TENSORS in names else None
     except ModelFileError:
