@@ -16,7 +16,7 @@ from hdgp.estimators.classifier import GPClassifier, probit_predictive
 pytestmark = pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
 
 
-@parametrize_with_checks([GPClassifier(n_inducing=8, max_iter=25, ngd_lr=0.2, random_state=0)])
+@parametrize_with_checks([GPClassifier(n_inducing=5, max_iter=10, ngd_lr=0.5, lr=0.1, random_state=0)])
 def test_sklearn_compatible(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", hdgp.exceptions.HDGPWarning)
@@ -47,7 +47,7 @@ def test_breast_cancer_auc():
 def test_one_vs_rest_on_iris_with_string_labels():
     X, y = load_iris(return_X_y=True)
     names = np.array(["setosa", "versicolor", "virginica"])[y]
-    clf = GPClassifier(n_inducing=15, max_iter=100, random_state=0).fit(X, names)
+    clf = GPClassifier(n_inducing=15, max_iter=60, ngd_lr=0.3, random_state=0).fit(X, names)
     assert list(clf.classes_) == ["setosa", "versicolor", "virginica"]
     assert len(clf.models_) == 3
     proba = clf.predict_proba(X)
