@@ -59,9 +59,9 @@ def _done(store: Path) -> dict:
     return out
 
 
-def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, seed: int) -> dict:
+def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, seed: int, verbose: bool = False) -> dict:
     X_tr, y_tr, X_te, y_te, _ = load_uci(dataset, split)
-    overrides = dict(n_inducing=n_inducing, random_state=seed)
+    overrides = dict(n_inducing=n_inducing, random_state=seed, verbose=verbose)
     if max_iter is not None:
         overrides["max_iter"] = max_iter
     est = hdgp.preset(model, **overrides)
@@ -135,6 +135,7 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "scale")
+    parser.add_argument("--verbose", action="store_true", help="progress bars (stderr)")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the store")
     parser.add_argument("--reference", type=Path, default=None,
                         help="folder with the OAK reference CSVs (default: $HDGP_DATA_DIR/../reference)")
@@ -150,7 +151,7 @@ def main(argv=None) -> int:
                 for split in args.splits:
                     if (dataset, model, split, m) in done:
                         continue
-                    rec = run_one(dataset, model, split, m, args.max_iter, args.seed)
+                    rec = run_one(dataset, model, split, m, args.max_iter, args.seed, args.verbose)
                     rec["command"] = command
                     with open(store, "a") as fh:
                         fh.write(json.dumps(rec) + "\n")
