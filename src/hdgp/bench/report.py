@@ -126,7 +126,8 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     lines += ["Bold: we match or beat the paper — a one-sided t-test of \"ours is worse\" does not reject at "
               "5 % (Welch's test with the paper's std and repetitions where published, otherwise a one-sample "
               "test against the paper's mean; with a single result, our value is at least as good). "
-              "Spreads are 2·std over splits (and seeds).", ""]
+              "Spreads are 2·std over splits (and seeds). With few splits (small n) the test has little power, "
+              "so a bold entry there means only \"not shown to be worse\".", ""]
     return lines
 
 
@@ -168,6 +169,7 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     cmp = compare(aggregate(results, metrics), reference)
     model_order = [m.label for m in proto.models]
     dataset_order = [d.name for d in proto.datasets]
+    cmp = _in_protocol_order(cmp, dataset_order, model_order)
     lines = _header(proto, runs, results)
     if proto.references and reference.empty:
         lines += ["*Paper numbers not found: set HDGP_REFERENCE_DIR (or HDGP_DATA_DIR beside `reference/`).*", ""]
@@ -190,7 +192,6 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     if paths["plots"]:
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in paths["plots"]] + [""]
     paths["markdown"].write_text("\n".join(lines))
-    cmp = _in_protocol_order(cmp, dataset_order, model_order)
     cmp.drop(columns=["values"]).to_csv(paths["summary_csv"], index=False, float_format="%.6g")
     tasks = results.drop(columns=["traceback", "versions", "machine", "metrics", "extras"]).copy()
     tasks["hyperparameters"] = [json.dumps(h, default=str) for h in tasks["hyperparameters"]]
