@@ -64,7 +64,7 @@ class SGPRModel(gpytorch.Module):
     noise_prior : gpytorch.priors.Prior, optional
         Prior on the noise variance (adds a MAP term to training).
     n_inducing : int, default=512
-        Number of inducing points :math:`m` (capped by nothing: ``m > n`` raises).
+        Number of inducing points :math:`m` (``m > n`` raises a ValueError).
     random_state : int or None
         Seed of the k-means initialisation.
     X : torch.Tensor of shape (n, d), optional
