@@ -43,3 +43,13 @@ def test_run_then_report_with_space_separated_lists(tiny_protocol, protocol_file
     result = runner.invoke(bench, ["report", path, "--db", db, "--out", out, "--no-plots"])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "out" / "report.md").is_file()
+
+
+def test_labels_with_spaces_can_be_selected(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(models=[{"label": "Linear J=1", "preset": "Linear"}, {"label": "GAM", "preset": "GAM"}],
+                         splits=(0,))
+    path = str(protocol_file(spec))
+    result = CliRunner().invoke(bench, ["run", path, "--models", "Linear J=1", "--workers", "0", "--no-progress",
+                                        "--db", str(tmp_path / "r.sqlite")])
+    assert result.exit_code == 0, result.output
+    assert "1 tasks: 0 already" in result.output

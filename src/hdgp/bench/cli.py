@@ -15,10 +15,13 @@ __all__ = ["bench"]
 
 
 def _split_multi(values) -> list[str]:
-    """Accept ``--models A B`` (extra args), ``--models A --models B`` and ``--models A,B``."""
+    """Accept ``--models A B`` (extra args), ``--models A --models B`` and ``--models A,B``.
+
+    A quoted word stays one name, so labels with spaces work (``--models "DPA-GP-ARD J=5"``).
+    """
     out = []
     for v in values or ():
-        out += [p for p in v.replace(",", " ").split() if p]
+        out += [p.strip() for p in v.split(",") if p.strip()]
     return out
 
 
