@@ -85,3 +85,19 @@ def test_sobol_by_order_reads_the_stored_vector(tmp_path):
             _write(store, oak.name, "housing", "OAK", split, 0.3, hp={"sobol_order_": [0.8, 0.15, 0.05]})
     paths = make_report(oak, db=db, out_dir=tmp_path / "out")
     assert "sobol_by_order.png" in {p.name for p in paths["plots"]}
+
+
+def test_hyperparameter_summary_keeps_short_fitted_vectors_whole():
+    from hdgp.bench.task import hyperparameter_summary
+
+    class Fitted:
+        pass
+
+    est = Fitted()
+    est.sobol_order_ = np.linspace(1, 0, 13)   # one share per order, d = 13
+    est.alpha_ = np.ones(500)                  # long fitted arrays are left out
+    est.n_iter_ = 7
+    est._private_ = 1.0
+    hp = hyperparameter_summary(est)
+    assert hp["sobol_order_"] == pytest.approx(list(np.linspace(1, 0, 13)))
+    assert hp["n_iter_"] == 7 and "alpha_" not in hp and "_private_" not in hp

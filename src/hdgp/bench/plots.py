@@ -108,7 +108,7 @@ def plot_sobol_by_order(results: pd.DataFrame, comparison: pd.DataFrame, protoco
     ax.set_xticklabels([f"{d}\n({m})" for (m, d), _ in groups], fontsize=7)
     ax.set_ylabel("normalised Sobol index")
     ax.legend(fontsize=7)
-    ax.set_title(f"{protocol.name}: Sobol share by interaction order (mean ± std over splits)", fontsize=9)
+    ax.set_title("Sobol share by interaction order\n(mean ± std over splits)", fontsize=9)
     fig.tight_layout()
     path = Path(out_dir) / "sobol_by_order.png"
     fig.savefig(path, dpi=110)

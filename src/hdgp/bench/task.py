@@ -184,11 +184,11 @@ def _scalar(value):
     return None
 
 
-def _summarise_array(a) -> object:
+def _summarise_array(a, max_list: int = 8) -> object:
     a = np.asarray(a, float).ravel()
     if a.size == 1:
         return float(a[0])
-    if a.size <= 8:
+    if a.size <= max_list:
         return [float(v) for v in a]
     return {"size": int(a.size), "min": float(a.min()), "median": float(np.median(a)), "max": float(a.max())}
 
@@ -201,8 +201,8 @@ def hyperparameter_summary(est) -> dict:
             v = _scalar(value)
             if v is not None:
                 out[name] = v
-            elif isinstance(value, np.ndarray) and value.dtype.kind in "fiub" and 0 < value.size <= 16:
-                out[name] = _summarise_array(value)
+            elif isinstance(value, np.ndarray) and value.dtype.kind in "fiub" and 0 < value.size <= 32:
+                out[name] = _summarise_array(value, max_list=32)  # e.g. OAK's Sobol share per order
     fit_result = getattr(est, "fit_result_", None)
     if fit_result is not None:
         for attr in ("loss", "n_evaluations", "converged"):
