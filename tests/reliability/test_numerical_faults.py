@@ -241,3 +241,27 @@ def test_sigp_em_m_step_breakdown_keeps_last_good_state(monkeypatch):
     with pytest.warns(ConvergenceWarning, match="diverge"):
         est.fit(X, Y)
     predictions_are_finite(est, X)
+
+
+@pytest.mark.parametrize("name", ["SVGP", "GP-classifier"])
+def test_variational_training_survives_a_non_finite_elbo(monkeypatch, name):
+    """The ELBO turns NaN mid-training (minibatch SVGP): stop, keep the last finite state, warn."""
+    import gpytorch
+
+    if name not in hdgp.presets():
+        pytest.skip(f"{name} is not registered")
+    real = gpytorch.mlls.VariationalELBO.forward
+    calls = {"n": 0}
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        value = real(self, *args, **kwargs)
+        return value * math.nan if calls["n"] >= 25 else value
+
+    monkeypatch.setattr(gpytorch.mlls.VariationalELBO, "forward", flaky)
+    y = (Y > np.median(Y)).astype(int) if name == "GP-classifier" else Y
+    est = cheap_preset(name, max_iter=200, n_inducing=8)
+    with pytest.warns(NumericalWarning, match="non-finite"):
+        est.fit(X, y)
+    assert calls["n"] >= 25, "the fault was never reached"
+    predictions_are_finite(est, X)
