@@ -9,6 +9,8 @@ budget on a 2-core machine.
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from hypothesis import HealthCheck, settings
 from sklearn.base import is_classifier
@@ -84,6 +86,16 @@ def predictions_are_finite(est, X) -> None:
     assert np.all(np.isfinite(mean)), mean
     assert np.all(np.isfinite(std)), std
     assert np.all(std >= 0), std
+    if "return_cov" in inspect.signature(est.predict).parameters and len(X) <= 50:
+        mean_c, cov = est.predict(X, return_cov=True)
+        cov = np.asarray(cov, dtype=np.float64)
+        scale = max(float(np.abs(cov).max()), np.finfo(float).tiny)
+        assert np.all(np.isfinite(cov)), cov
+        np.testing.assert_allclose(cov, cov.T, rtol=0, atol=1e-9 * scale)
+        assert np.all(np.diag(cov) >= -1e-9 * scale)
+        np.testing.assert_allclose(np.sqrt(np.clip(np.diag(cov), 0, None)), std, rtol=1e-4,
+                                   atol=1e-6 * max(float(std.max()), np.finfo(float).tiny))
+        np.testing.assert_allclose(mean_c, mean, rtol=1e-9, atol=1e-12 * max(1.0, float(np.abs(mean).max())))
 
 
 def foreign_warnings(record) -> list:

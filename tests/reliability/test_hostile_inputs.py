@@ -150,3 +150,21 @@ def test_mixed_type_column_names_raise_type_error_naming_the_problem(name):
     frame = pd.DataFrame(np.random.default_rng(0).normal(size=(6, 2)), columns=["a", 1])
     with pytest.raises(TypeError, match="string names"):
         cheap_preset(name).fit(frame, target_for(name, frame.to_numpy()))
+
+
+@pytest.mark.parametrize("kernel_cls", ["RBFARDKernel", "IMQKernel"])
+def test_fused_ard_kernels_keep_precision_far_from_the_origin(kernel_cls):
+    """Regression: ‖a‖² + ‖b‖² − 2a·b cancelled for points at 1e8 (a new value of a column that was
+    constant in training), so k(x, x) fell from σ² to 0.016σ² and return_cov disagreed with return_std."""
+    import torch
+
+    import hdgp.kernels as kernels
+
+    kernel = getattr(kernels, kernel_cls)(ard_num_dims=3).double()
+    base = torch.tensor([[3.75e8, 0.0, 0.0]], dtype=torch.float64)
+    offsets = torch.tensor([[0.0, -1.3, 0.2], [0.0, 1.7, 2.9], [0.5, 0.1, -0.4]], dtype=torch.float64)
+    Xf = base + offsets
+    K = kernel(Xf).to_dense().detach()
+    expected = kernel(offsets).to_dense().detach()  # translation invariance: the same matrix near 0
+    torch.testing.assert_close(K, expected, rtol=1e-9, atol=1e-12)
+    torch.testing.assert_close(K.diagonal(), kernel(Xf, diag=True).detach())

@@ -31,10 +31,17 @@ from ._constraints import log_positive
 __all__ = ["RBFARDKernel", "IMQKernel"]
 
 
-def _scaled_sq_dist(z1: torch.Tensor, z2: torch.Tensor) -> torch.Tensor:
-    """‖z1_a − z2_b‖² for all pairs via one matrix product (in place, clamped at 0)."""
+def _scaled_sq_dist(z1: torch.Tensor, z2: torch.Tensor, same: bool = False) -> torch.Tensor:
+    """‖z1_a − z2_b‖² for all pairs via one matrix product (in place, clamped at 0).
+
+    Pass inputs centred on a common point (see :meth:`_ScaledARDKernel.forward`): the
+    expansion ‖a‖² + ‖b‖² − 2a·b loses every digit when ‖a‖ ≫ ‖a − b‖. ``same``: z1
+    and z2 are the same points, so the diagonal is set to exactly 0.
+    """
     D = z1 @ z2.transpose(-1, -2)
     D.mul_(-2.0).add_(z1.square().sum(-1, keepdim=True)).add_(z2.square().sum(-1).unsqueeze(-2))
+    if same:
+        D.diagonal(dim1=-2, dim2=-1).fill_(0.0)
     return D.clamp_min_(0.0)
 
 
@@ -42,8 +49,8 @@ class _FusedScaledARD(torch.autograd.Function):
     """K = σ² φ(D(x1/ℓ, x2/ℓ)) with φ given by ``profile`` (see module docstring)."""
 
     @staticmethod
-    def forward(ctx, x1, x2, lengthscale, outputscale, profile):
-        K = profile.value_(_scaled_sq_dist(x1 / lengthscale, x2 / lengthscale)).mul_(outputscale)
+    def forward(ctx, x1, x2, lengthscale, outputscale, profile, same=False):
+        K = profile.value_(_scaled_sq_dist(x1 / lengthscale, x2 / lengthscale, same)).mul_(outputscale)
         ctx.profile = profile
         ctx.save_for_backward(x1, x2, lengthscale, outputscale, K)
         return K
@@ -70,7 +77,7 @@ class _FusedScaledARD(torch.autograd.Function):
             g_x1 = 2.0 * inv_ls2 * (row.unsqueeze(-1) * x1 - Hx2)
         if need_x2:
             g_x2 = 2.0 * inv_ls2 * (col.unsqueeze(-1) * x2 - H.transpose(-1, -2) @ x1)
-        return g_x1, g_x2, g_ls, g_scale, None
+        return g_x1, g_x2, g_ls, g_scale, None, None
 
 
 class _RBFProfile:
@@ -124,10 +131,15 @@ class _ScaledARDKernel(Kernel):
             return scale.unsqueeze(-1).expand(*scale.shape, x1.shape[-2]) * self._profile.value_(
                 torch.zeros(x1.shape[:-1], dtype=x1.dtype, device=x1.device))
         ls = self.lengthscale
+        same = x1 is x2 or (x1.shape == x2.shape and torch.equal(x1, x2))
+        # distances are translation invariant: centre both inputs on x1's mean so that far-out
+        # points (a new value of a column that was constant in training) keep their precision
+        shift = x1.detach().mean(-2, keepdim=True)
+        x1, x2 = x1 - shift, x2 - shift
         if ls.dim() > 2:  # batched hyperparameters: plain autograd path
-            K = self._profile.value_(_scaled_sq_dist(x1 / ls, x2 / ls))
+            K = self._profile.value_(_scaled_sq_dist(x1 / ls, x2 / ls, same))
             return K * scale[..., None, None]
-        return _FusedScaledARD.apply(x1, x2, ls.reshape(-1), scale.reshape(()), self._profile)
+        return _FusedScaledARD.apply(x1, x2, ls.reshape(-1), scale.reshape(()), self._profile, same)
 
 
 class RBFARDKernel(_ScaledARDKernel):
