@@ -168,3 +168,17 @@ def test_fused_ard_kernels_keep_precision_far_from_the_origin(kernel_cls):
     expected = kernel(offsets).to_dense().detach()  # translation invariance: the same matrix near 0
     torch.testing.assert_close(K, expected, rtol=1e-9, atol=1e-12)
     torch.testing.assert_close(K.diagonal(), kernel(Xf, diag=True).detach())
+
+
+def test_projected_and_sigp_distances_keep_precision_far_from_the_origin():
+    """The same cancellation in the multi-dimensional projected kernel and SIGP's RBF Gram matrix."""
+    import torch
+
+    from hdgp.kernels.projected_kernel import _sq_dist
+    from hdgp.sigp.lowrank import rbf_kernel
+
+    near = torch.tensor([[0.0, -1.3, 0.2], [0.0, 1.7, 2.9], [0.5, 0.1, -0.4]], dtype=torch.float64)
+    far = near + torch.tensor([[3.75e8, -2e8, 1e8]], dtype=torch.float64)
+    # inputs at 4e8 carry ~6e-8 rounding of their own; before the fix the errors were of order 10
+    torch.testing.assert_close(_sq_dist(far, far), _sq_dist(near, near), rtol=0, atol=1e-6)
+    torch.testing.assert_close(rbf_kernel(far, far, 1.5), rbf_kernel(near, near, 1.5), rtol=0, atol=1e-7)

@@ -37,6 +37,8 @@ def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances between rows, ``(..., n1, n2)``; exact differences in 1-D."""
     if a.shape[-1] == 1:
         return (a - b.transpose(-1, -2)) ** 2
+    shift = a.detach().mean(-2, keepdim=True)  # translation invariant: centring avoids cancellation far out
+    a, b = a - shift, b - shift
     a2 = (a * a).sum(-1, keepdim=True)
     b2 = (b * b).sum(-1, keepdim=True).transpose(-1, -2)
     return (a2 + b2 - 2.0 * a @ b.transpose(-1, -2)).clamp_min(0.0)

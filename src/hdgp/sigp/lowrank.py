@@ -37,6 +37,8 @@ def rbf_kernel(X1: torch.Tensor, X2: torch.Tensor, lengthscale: float) -> torch.
     -------
     torch.Tensor of shape (n1, n2)
     """
+    shift = X1.mean(0, keepdim=True)  # distances are translation invariant: centring avoids cancellation
+    X1, X2 = X1 - shift, X2 - shift
     sq = (
         X1.pow(2).sum(-1, keepdim=True)
         - 2.0 * X1 @ X2.T
