@@ -10,7 +10,15 @@ from gpytorch.kernels import RBFKernel
 from hdgp.exceptions import CostWarning
 from hdgp.kernels.additive_kernel import AdditiveKernel, additive_sum, elementary_symmetric
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64_default():
+    """These tests build tensors without a dtype; use float64 and restore the global default after."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def brute_force_sum(base, variances):

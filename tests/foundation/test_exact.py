@@ -13,7 +13,15 @@ from hdgp.exceptions import NotPositiveDefiniteError, NumericalWarning
 from hdgp.inference import ExactGPModel
 from hdgp.linalg import robust_cholesky
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64_default():
+    """These tests build tensors without a dtype; use float64 and restore the global default after."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def _model(d=3, seed=0):

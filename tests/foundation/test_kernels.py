@@ -7,7 +7,15 @@ from gpytorch.kernels import RBFKernel, ScaleKernel
 
 from hdgp.kernels import AdditiveRBFKernel, IMQKernel, RBFARDKernel
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64_default():
+    """These tests build tensors without a dtype; use float64 and restore the global default after."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def _x(n, d, seed):

@@ -22,7 +22,15 @@ from hdgp.kernels.feature_stack import FeatureStackKernel
 from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from hdgp.measures import gaussian_measure
 
-torch.set_default_dtype(torch.float64)
+
+
+@pytest.fixture(autouse=True)
+def _float64_default():
+    """These tests build tensors without a dtype; use float64 and restore the global default after."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
 
 
 def gaussian_oak_posterior(n=40, D=3, seed=0):
