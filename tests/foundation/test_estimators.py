@@ -152,3 +152,20 @@ def test_presets_registry_lists_and_builds_baselines():
     assert isinstance(est, GPRegressor) and est.kernel == "imq-ard" and est.random_state == 4
     with pytest.raises(ValueError, match="Available presets"):
         hdgp.preset("no-such-model")
+
+
+@pytest.mark.parametrize("name", ["RBF-ARD", "Additive"])
+def test_fit_does_not_depend_on_the_global_torch_default_dtype(name):
+    """Parameters are created and initialised in the estimator's dtype, not torch's default."""
+    import torch
+
+    X, y = _data(n=40)
+    previous = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(torch.float32)
+        a = hdgp.preset(name, random_state=0, max_iter=20).fit(X, y).predict(X)
+        torch.set_default_dtype(torch.float64)
+        b = hdgp.preset(name, random_state=0, max_iter=20).fit(X, y).predict(X)
+    finally:
+        torch.set_default_dtype(previous)
+    np.testing.assert_array_equal(a, b)

@@ -9,6 +9,7 @@ standardisation, training, prediction in original units — lives here once.
 from __future__ import annotations
 
 import numbers
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -44,6 +45,16 @@ COMMON_PARAMS = dict(
 )
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype):
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
 
 
 def resolve_dtype(dtype) -> torch.dtype:
@@ -223,9 +234,12 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
         self.inference_ = self._resolve_inference(Xt.shape[0])
-        kernel = self._make_kernel(Xt)
-        model = self._make_model(kernel, Xt).to(**self._torch_kwargs)
-        model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
+        with _default_dtype(resolve_dtype(self.dtype)):
+            # Parameters are created and initialised in the fit's dtype, so results do not
+            # depend on the caller's torch default dtype (initial values are not rounded).
+            kernel = self._make_kernel(Xt)
+            model = self._make_model(kernel, Xt).to(**self._torch_kwargs)
+            model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
         if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
             self.fit_result_ = model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_,
                                                verbose=self.verbose)
