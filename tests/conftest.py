@@ -24,3 +24,18 @@ def data_dir():
     if path is None:
         pytest.skip("shared benchmark data not found: set HDGP_DATA_DIR to the folder holding uci/ and sigp/")
     return path
+
+
+@pytest.fixture
+def float64_default():
+    """Make float64 torch's default dtype for one test and restore the previous default after.
+
+    For tests that build tensors without a dtype; setting the default at module level
+    would leak into every other test module.
+    """
+    import torch
+
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)

@@ -11,14 +11,7 @@ from hdgp.exceptions import CostWarning
 from hdgp.kernels.additive_kernel import AdditiveKernel, additive_sum, elementary_symmetric
 
 
-
-@pytest.fixture(autouse=True)
-def _float64_default():
-    """These tests build tensors without a dtype; use float64 and restore the global default after."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def brute_force_sum(base, variances):

@@ -14,14 +14,7 @@ from hdgp.inference import ExactGPModel
 from hdgp.linalg import robust_cholesky
 
 
-
-@pytest.fixture(autouse=True)
-def _float64_default():
-    """These tests build tensors without a dtype; use float64 and restore the global default after."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def _model(d=3, seed=0):

@@ -23,14 +23,7 @@ from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel, Constra
 from hdgp.measures import gaussian_measure
 
 
-
-@pytest.fixture(autouse=True)
-def _float64_default():
-    """These tests build tensors without a dtype; use float64 and restore the global default after."""
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
+pytestmark = pytest.mark.usefixtures("float64_default")
 
 
 def gaussian_oak_posterior(n=40, D=3, seed=0):

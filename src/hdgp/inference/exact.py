@@ -9,15 +9,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-import gpytorch
 import torch
 from gpytorch.kernels import Kernel
-from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import ConstantMean
 from gpytorch.priors import Prior
 
 from ..kernels import log_greater_than
 from ..linalg import robust_cholesky
+from ._gaussian import GaussianNoiseModel
 
 __all__ = ["ExactGPModel", "ExactPosterior"]
 
@@ -25,7 +23,7 @@ __all__ = ["ExactGPModel", "ExactPosterior"]
 _PREDICT_BLOCK = 4096
 
 
-class ExactGPModel(gpytorch.Module):
+class ExactGPModel(GaussianNoiseModel):
     r"""Constant mean + kernel + Gaussian noise, with the exact marginal likelihood.
 
     Parameters
@@ -41,22 +39,9 @@ class ExactGPModel(gpytorch.Module):
 
     def __init__(self, kernel: Kernel, *, noise_lower_bound: float = 1e-4,
                  noise_prior: Prior | None = None):
-        super().__init__()
-        self.kernel = kernel
-        self.likelihood = GaussianLikelihood(
-            noise_constraint=log_greater_than(noise_lower_bound), noise_prior=noise_prior
-        )
-        self.mean = ConstantMean()
+        super().__init__(kernel, log_greater_than(noise_lower_bound), noise_prior)
 
-    @property
-    def noise(self) -> torch.Tensor:
-        """Noise variance :math:`\\sigma_n^2` (scalar tensor)."""
-        return self.likelihood.noise.reshape(())
 
-    @property
-    def constant(self) -> torch.Tensor:
-        """Constant mean :math:`c` (scalar tensor)."""
-        return self.mean.constant.reshape(())
 
     def neg_log_marginal_likelihood(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Exact :math:`-\log p(y \mid X, \theta)` with a cheap analytic gradient.
@@ -79,12 +64,6 @@ class ExactGPModel(gpytorch.Module):
         K = self.kernel(X).to_dense()
         return _NegLogMarginalLikelihood.apply(K, self.noise, y - self.constant)
 
-    def log_prior(self) -> torch.Tensor:
-        """Sum of the log densities of every registered GPyTorch prior (0 if none)."""
-        total = self.noise.new_zeros(())
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total
 
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor) -> "ExactPosterior":

@@ -37,8 +37,6 @@ import linear_operator
 import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import ScaleKernel
-from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import ConstantMean
 from linear_operator.operators import (
     AddedDiagLinearOperator,
     DiagLinearOperator,
@@ -49,6 +47,7 @@ from linear_operator.operators import (
 from linear_operator.utils.warnings import NumericalWarning as LinearOperatorNumericalWarning
 
 from ..exceptions import ConvergenceWarning
+from ._gaussian import GaussianNoiseModel
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 
 __all__ = ["ProjectedSKIOperator", "SKIProjectedGPModel", "SKIPosterior", "cubic_interpolation"]
@@ -320,7 +319,7 @@ def _split_kernel(kernel):
     return pk, kernel.outputscale
 
 
-class SKIProjectedGPModel(gpytorch.Module):
+class SKIProjectedGPModel(GaussianNoiseModel):
     """Constant mean + projected-additive kernel + Gaussian noise, with SKI inference.
 
     Same interface as :class:`hdgp.inference.exact.ExactGPModel`, so
@@ -352,27 +351,18 @@ class SKIProjectedGPModel(gpytorch.Module):
     def __init__(self, kernel, *, grid_size: int = 512, noise_lower_bound: float = 1e-4, noise_prior=None,
                  num_probes: int = 10, probe_seed: int = 0, preconditioner_rank: int = 16,
                  max_cg_iterations: int = 1000, cg_tolerance: float = 1e-3):
-        super().__init__()
         _split_kernel(kernel)
         if int(grid_size) < 16:
             raise ValueError(f"grid_size must be >= 16, got {grid_size!r}.")
-        self.kernel = kernel
+        super().__init__(kernel, GreaterThan(noise_lower_bound), noise_prior)
         self.grid_size = int(grid_size)
         self.num_probes = int(num_probes)
         self.probe_seed = int(probe_seed)
         self.preconditioner_rank = min(int(preconditioner_rank), self.grid_size)
         self.max_cg_iterations = int(max_cg_iterations)
         self.cg_tolerance = float(cg_tolerance)
-        self.likelihood = GaussianLikelihood(noise_constraint=GreaterThan(noise_lower_bound), noise_prior=noise_prior)
-        self.mean = ConstantMean()
 
-    @property
-    def noise(self) -> torch.Tensor:
-        return self.likelihood.noise.reshape(())
 
-    @property
-    def constant(self) -> torch.Tensor:
-        return self.mean.constant.reshape(())
 
     def _grids(self, z: torch.Tensor):
         """Grid origin and spacing per projection from projected training data ``z`` (J, n)."""
@@ -412,11 +402,6 @@ class SKIProjectedGPModel(gpytorch.Module):
             quad, logdet = Ky.inv_quad_logdet(inv_quad_rhs=(y - self.constant).unsqueeze(-1), logdet=True)
         return 0.5 * (quad + logdet + n * math.log(2 * math.pi))
 
-    def log_prior(self) -> torch.Tensor:
-        total = self.noise.new_zeros(())
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total
 
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor, *, tol: float = 1e-10) -> "SKIPosterior":

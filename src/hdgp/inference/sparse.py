@@ -31,15 +31,13 @@ from __future__ import annotations
 
 import math
 
-import gpytorch
 import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
-from gpytorch.likelihoods import GaussianLikelihood
-from gpytorch.means import ConstantMean
 from gpytorch.priors import Prior
 
 from ..linalg import robust_cholesky
+from ._gaussian import GaussianNoiseModel
 from .inducing import InducingPosterior, kmeans_inducing_points
 
 __all__ = ["SGPRModel"]
@@ -48,7 +46,7 @@ __all__ = ["SGPRModel"]
 DEFAULT_JITTER = 1e-6
 
 
-class SGPRModel(gpytorch.Module):
+class SGPRModel(GaussianNoiseModel):
     r"""Sparse GP regression (Titsias' collapsed bound), registered as ``ENGINES["sparse"]``.
 
     The model is :math:`y = c + f(x) + \varepsilon` as for
@@ -89,7 +87,7 @@ class SGPRModel(gpytorch.Module):
                  n_inducing: int = 512, random_state=None, X: torch.Tensor | None = None,
                  inducing_points: torch.Tensor | None = None, learn_inducing: bool = False,
                  jitter: float = DEFAULT_JITTER):
-        super().__init__()
+        super().__init__(kernel, GreaterThan(noise_lower_bound), noise_prior)
         if inducing_points is None:
             if X is None:
                 raise ValueError("SGPRModel needs either the training inputs `X` or explicit `inducing_points`.")
@@ -98,23 +96,10 @@ class SGPRModel(gpytorch.Module):
             )
         if inducing_points.dim() != 2:
             raise ValueError(f"inducing_points must have shape (m, d), got {tuple(inducing_points.shape)}.")
-        self.kernel = kernel
-        self.likelihood = GaussianLikelihood(
-            noise_constraint=GreaterThan(noise_lower_bound), noise_prior=noise_prior
-        )
-        self.mean = ConstantMean()
         self.inducing_points = torch.nn.Parameter(inducing_points.clone(), requires_grad=learn_inducing)
         self.jitter = jitter
 
-    @property
-    def noise(self) -> torch.Tensor:
-        """Noise variance :math:`\\sigma_n^2` (scalar tensor)."""
-        return self.likelihood.noise.reshape(())
 
-    @property
-    def constant(self) -> torch.Tensor:
-        """Constant mean :math:`c` (scalar tensor)."""
-        return self.mean.constant.reshape(())
 
     def _check(self, X: torch.Tensor) -> None:
         m = self.inducing_points.shape[0]
@@ -229,12 +214,6 @@ class SGPRModel(gpytorch.Module):
         surrogate_F = ((G_uf * Kuf).sum() + (G_uu * Kuu).sum() + g_s * noise + g_c * c - 0.5 * kff.sum() / s)
         return value - (surrogate_F - surrogate_F.detach())
 
-    def log_prior(self) -> torch.Tensor:
-        """Sum of the log densities of every registered GPyTorch prior (0 if none)."""
-        total = self.noise.new_zeros(())
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total
 
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor) -> InducingPosterior:
