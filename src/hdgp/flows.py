@@ -10,9 +10,12 @@ divergence from the pushed-forward empirical distribution to :math:`\\mathcal N(
 
 (eq. 37 with the Gaussian's :math:`\\tfrac12`). Here
 :math:`g(x) = a + b \\sinh\\big(\\delta \\operatorname{asinh}(u) - \\epsilon\\big)`,
-:math:`u = (t - m)/s`, with :math:`t = \\log x` for positive skewed features
-(optional) and :math:`t = x` otherwise, and :math:`m, s` the mean and standard
-deviation of :math:`t` on the training data.
+:math:`u = (t - m)/s`, and :math:`m, s` the mean and standard deviation of
+:math:`t` on the training data. The pre-transform :math:`t` is the identity, or
+:math:`\\log x` for positive skewed features, or the OAK authors' shifted log
+:math:`t = \\log(x - x_{\\min} + 1)` applied to every feature (``x_min`` the
+training minimum; below it :math:`t = x - x_{\\min}`, the tangent line, so test
+points under the training range stay finite and the map stays a C¹ bijection).
 """
 
 from __future__ import annotations
@@ -21,11 +24,14 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-__all__ = ["SinhArcsinhFlow"]
+__all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
 
 #: Box for (a, log b, ε, log δ): keeps sinh from overflowing during the fit (|δ asinh u − ε| stays
 #: below ~100 for standardised data) while covering any realistic skew and tail weight.
 _BOUNDS = [(-10.0, 10.0), (-5.0, 5.0), (-10.0, 10.0), (-3.0, 3.0)]
+
+#: Accepted values of ``log_transform``.
+LOG_TRANSFORMS = ("auto", True, False, "shifted")
 
 #: Skewness above which ``log_transform="auto"`` takes logs of a positive feature.
 _AUTO_LOG_SKEW = 1.0
@@ -36,15 +42,20 @@ class SinhArcsinhFlow:
 
     Parameters
     ----------
-    log_transform : {"auto", True, False}, default="auto"
+    log_transform : {"auto", True, False, "shifted"}, default="auto"
         Take :math:`\log x` first: always (every training value must be > 0),
         never, or (``"auto"``) for features that are positive with skewness > 1.
+        ``"shifted"`` takes :math:`\log(x - x_{\min} + 1)` of every feature, as the
+        OAK authors' code does on raw inputs; it depends on the feature's units
+        (the ``+1``), compressing wide-ranged features most.
 
     Attributes
     ----------
     params_ : ndarray of shape (D, 4)
         :math:`(a, \log b, \epsilon, \log\delta)` per feature.
     use_log_ : ndarray of bool, shape (D,)
+    shift_ : ndarray of shape (D,) or None
+        Training minima :math:`x_{\min}` (``log_transform="shifted"`` only).
     center_, scale_ : ndarray of shape (D,)
         Standardisation :math:`m, s` of :math:`t`; a constant feature keeps
         :math:`s = 1` and the identity flow, so nothing divides by zero.
@@ -59,8 +70,8 @@ class SinhArcsinhFlow:
     """
 
     def __init__(self, log_transform="auto"):
-        if log_transform not in ("auto", True, False):
-            raise ValueError(f"log_transform must be 'auto', True or False, got {log_transform!r}.")
+        if log_transform not in LOG_TRANSFORMS:
+            raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {log_transform!r}.")
         self.log_transform = log_transform
 
     # ----------------------------------------------------------------- maths
@@ -100,7 +111,8 @@ class SinhArcsinhFlow:
         X = self._check(X)
         n_feat = X.shape[1]
         self.use_log_ = np.zeros(n_feat, dtype=bool)
-        for j in range(n_feat):
+        self.shift_ = X.min(0) if self.log_transform == "shifted" else None
+        for j in range(n_feat if self.shift_ is None else 0):
             positive = bool((X[:, j] > 0).all())
             if self.log_transform is True and not positive:
                 raise ValueError(f"log_transform=True needs positive values, but feature {j} has values <= 0.")
@@ -121,6 +133,9 @@ class SinhArcsinhFlow:
         return self
 
     def _pre(self, X):
+        if self.shift_ is not None:
+            d = X - self.shift_
+            return np.where(d >= 0, np.log1p(np.maximum(d, 0.0)), d)
         T = X.copy()
         if self.use_log_.any():
             logged = X[:, self.use_log_]
@@ -146,6 +161,8 @@ class SinhArcsinhFlow:
         Z = self._check(Z)
         U = np.column_stack([self._inverse(Z[:, j], self.params_[j]) for j in range(Z.shape[1])])
         T = U * self.scale_ + self.center_
+        if self.shift_ is not None:
+            return np.where(T >= 0, np.expm1(np.maximum(T, 0.0)), T) + self.shift_
         T[:, self.use_log_] = np.exp(T[:, self.use_log_])
         return T
 
@@ -155,6 +172,8 @@ class SinhArcsinhFlow:
         U = (self._pre(X) - self.center_) / self.scale_
         out = np.column_stack([self._forward(U[:, j], self.params_[j])[1] for j in range(U.shape[1])])
         out = out - np.log(self.scale_)
-        if self.use_log_.any():
+        if self.shift_ is not None:
+            out -= np.log1p(np.maximum(X - self.shift_, 0.0))
+        elif self.use_log_.any():
             out[:, self.use_log_] -= np.log(X[:, self.use_log_])
         return out

@@ -24,7 +24,11 @@ def _pyplot():
 
 
 def _grid_inputs(est, cols, n_grid):
-    """Grid over the training range of ``cols`` (transformed space) with other columns at their mean."""
+    """Grid over the training range of ``cols`` (transformed space).
+
+    Other columns sit at their training mean, or their most frequent level code if
+    discrete (level codes must stay integers; the component ignores them anyway).
+    """
     Xt = est.X_train_.detach().cpu().numpy()
     axes = []
     for j in cols:
@@ -33,10 +37,22 @@ def _grid_inputs(est, cols, n_grid):
         else:
             axes.append(np.linspace(Xt[:, j].min(), Xt[:, j].max(), n_grid))
     mesh = np.meshgrid(*axes, indexing="ij")
-    grid = np.tile(Xt.mean(0), (mesh[0].size, 1))
+    rest = Xt.mean(0)
+    for j in est.levels_:
+        rest[j] = np.bincount(Xt[:, j].astype(int)).argmax()
+    grid = np.tile(rest, (mesh[0].size, 1))
     for j, m in zip(cols, mesh):
         grid[:, j] = m.ravel()
     return grid, mesh
+
+
+def _level_labels(est, j):
+    """The levels of discrete column ``j`` as the user gave them (DataFrame categories or numbers)."""
+    levels = est.levels_[j]
+    frame_levels = getattr(est, "frame_levels_", {})
+    if hasattr(est, "feature_names_in_") and est.feature_names_in_[j] in frame_levels:
+        return [frame_levels[est.feature_names_in_[j]][int(code)] for code in levels]
+    return list(levels)
 
 
 def _original_units(est, j, values):
@@ -88,7 +104,7 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         label = " × ".join(names[j] for j in u)
         ax.set_title(f"{label} (R̃={shares.get(tuple(u), float('nan')):.3f})", fontsize=9)
         if len(u) == 1 and u[0] in est.levels_:
-            levels = est.levels_[u[0]]
+            levels = _level_labels(est, u[0])
             ax.bar(np.arange(len(levels)), mean, yerr=2 * sd, color="tab:blue", alpha=0.7, capsize=3)
             ax.set_xticks(np.arange(len(levels)), [str(v) for v in levels])
         elif len(u) == 1:

@@ -1,5 +1,6 @@
 import json
 
+import numpy as np
 import pytest
 
 from hdgp.bench import PROTOCOLS, Protocol, get_protocol, load_reference, plan_tasks
@@ -124,3 +125,24 @@ def test_builtin_protocol_data_sets_exist_in_the_shared_folder(data_dir):
         for d in proto.datasets:
             if d.source == "registry":
                 assert (d.loader_name or d.name) in available, (proto.name, d.name)
+
+
+@pytest.mark.parametrize("normalisation", ["zscore", "x-only", "y-only", "none"])
+def test_load_split_normalisations_scale_only_what_they_name(data_dir, normalisation):
+    from hdgp.bench.datasets import load_split
+    from hdgp.data import load
+
+    spec = get_protocol("oak-table5").datasets[0]  # housing
+    raw = load(spec.name, split=1, data_dir=data_dir, standardize=False)
+    b = load_split(spec, 1, normalisation, data_dir)
+    x_scaled = normalisation in ("zscore", "x-only")
+    y_scaled = normalisation in ("zscore", "y-only")
+    if x_scaled:
+        np.testing.assert_allclose(b.X_train.mean(0), 0, atol=1e-10)
+        np.testing.assert_allclose(b.X_test, (raw.X_test - raw.X_train.mean(0)) / raw.X_train.std(0))
+    else:
+        np.testing.assert_array_equal(b.X_train, raw.X_train)
+    if y_scaled:
+        np.testing.assert_allclose(b.y_test, (raw.y_test - raw.y_train.mean()) / raw.y_train.std())
+    else:
+        np.testing.assert_array_equal(b.y_test, raw.y_test)

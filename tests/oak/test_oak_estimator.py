@@ -67,6 +67,11 @@ def test_dataframe_with_categorical_and_binary_columns():
     bad["city"] = pd.Categorical(["london", "rome"])
     with pytest.raises(ValueError, match="not seen during fit"):
         est.predict(bad)
+    # plots of every kind of term with discrete columns present (other columns held at valid codes)
+    fig = est.plot_components([("age",), ("city",), ("member",), ("age", "member")])
+    city_bars = fig.axes[1].patches
+    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["oslo", "paris", "rome"]
+    assert len(city_bars) == 3
 
 
 def test_numeric_unknown_level_and_bad_declarations():

@@ -50,9 +50,10 @@ def load_split(spec: DatasetSpec, split: int, normalisation: str, data_dir=None)
     ----------
     spec : DatasetSpec
     split : int
-    normalisation : {"zscore", "x-only", "none"}
+    normalisation : {"zscore", "x-only", "y-only", "none"}
         ``"zscore"`` scales inputs and (for regression) the target; ``"x-only"``
-        scales inputs only; ``"none"`` returns raw data.
+        scales inputs only; ``"y-only"`` the (regression) target only; ``"none"``
+        returns raw data.
     data_dir : path, optional
         Folder with ``uci/`` and ``sigp/`` (default ``$HDGP_DATA_DIR``).
 
@@ -67,7 +68,7 @@ def load_split(spec: DatasetSpec, split: int, normalisation: str, data_dir=None)
         mean, std = X_train.mean(0), X_train.std(0)
         std = np.where(std > 0, std, 1.0)
         X_train, X_test = (X_train - mean) / std, (X_test - mean) / std
-    if normalisation == "zscore" and spec.task == "regression":
+    if normalisation in ("zscore", "y-only") and spec.task == "regression":
         mean, std = y_train.mean(), y_train.std()
         std = std if std > 0 else 1.0
         y_train, y_test = (y_train - mean) / std, (y_test - mean) / std

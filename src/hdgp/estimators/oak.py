@@ -12,7 +12,7 @@ from gpytorch.priors import GammaPrior
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
-from ..flows import SinhArcsinhFlow
+from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
@@ -60,8 +60,10 @@ class OAKRegressor(BaseGPRegressor):
     flow : bool, default=True
         Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
         otherwise standardise them.
-    log_transform : {"auto", True, False}, default="auto"
-        Passed to the flow (log of positive, skewed features).
+    log_transform : {"auto", True, False, "shifted"}, default="auto"
+        Passed to the flow: log of positive, skewed features (``"auto"``), or the
+        OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature (``"shifted"``,
+        meant for inputs in their natural units).
     categorical_features : list of int or str, or None
         Columns to treat as categorical (indices, or names for DataFrames).
         DataFrame columns of categorical / object / string dtype always are.
@@ -138,8 +140,8 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"sobol_threshold must be in (0, 1], got {self.sobol_threshold!r}.")
         if not isinstance(self.max_sobol_terms, numbers.Integral) or self.max_sobol_terms < 1:
             raise ValueError(f"max_sobol_terms must be a positive integer, got {self.max_sobol_terms!r}.")
-        if self.log_transform not in ("auto", True, False):
-            raise ValueError(f"log_transform must be 'auto', True or False, got {self.log_transform!r}.")
+        if self.log_transform not in LOG_TRANSFORMS:
+            raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {self.log_transform!r}.")
 
     def _resolve_inference(self, n: int) -> str:
         return "exact"
