@@ -77,6 +77,21 @@ def test_convergence_in_j_and_scaling_figures(tmp_path):
     assert all(p.stat().st_size > 1000 for p in p3["plots"] + p5["plots"])
 
 
+def test_metric_vs_n_figure_has_one_panel_per_generating_function(tmp_path):
+    fig6 = get_protocol("rpa-gp-fig6")
+    assert {d.loader_name for d in fig6.datasets} == {"additive", "smooth-xor", "rotation-invariant",
+                                                      "half-irrelevant"}
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        for d in fig6.datasets[:3] + fig6.datasets[5:7]:  # two functions, several n
+            for split in range(2):
+                _write(store, fig6.name, d.name, "GAM", split, 0.5 + 0.1 * split, n_train=int(0.9 * d.kwargs["n"]))
+                _write(store, fig6.name, d.name, "DPA-GP-ARD", split, 0.3, n_train=int(0.9 * d.kwargs["n"]))
+    paths = make_report(fig6, db=db, out_dir=tmp_path / "fig6", reference_dir=tmp_path)
+    [png] = [p for p in paths["plots"] if p.name == "rmse_vs_n.png"]
+    assert png.stat().st_size > 1000
+
+
 def test_sobol_by_order_reads_the_stored_vector(tmp_path):
     oak = get_protocol("oak-table5")
     db = tmp_path / "r.sqlite"

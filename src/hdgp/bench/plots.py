@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-__all__ = ["PLOTS", "register_plot", "plot_metric", "plot_sobol_by_order", "plot_convergence_in_j",
+__all__ = ["PLOTS", "register_plot", "plot_metric", "plot_sobol_by_order", "plot_convergence_in_j", "plot_metric_vs_n",
            "plot_cumulative_sobol", "plot_scaling"]
 
 PLOTS: dict[str, Callable] = {}
@@ -211,6 +211,43 @@ def plot_scaling(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_
     return [path]
 
 
+def plot_metric_vs_n(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path,
+                     metric: str = "rmse") -> list[Path]:
+    """RPA-GP Fig. 6: test metric against training size, one panel per generating function.
+
+    Data sets are grouped by their generator (``DatasetSpec.loader_name``); each
+    model is a line of split means with a 2·std band over splits.
+    """
+    column = f"metric_{metric}"
+    if column not in results:
+        return []
+    done = results[(results["status"] == "done") & results[column].notna()]
+    generator = {d.name: d.loader_name or d.name for d in protocol.datasets}
+    done = done.assign(function=done["dataset"].map(generator), value=done[column])
+    if done.empty:
+        return []
+    plt = _pyplot()
+    functions = list(dict.fromkeys(generator[d.name] for d in protocol.datasets if d.name in set(done["dataset"])))
+    fig, axes = plt.subplots(1, len(functions), figsize=(3.6 * len(functions), 3.2), squeeze=False)
+    for ax, function in zip(axes[0], functions):
+        sub = done[done["function"] == function]
+        for k, (model, grp) in enumerate(sub.groupby("model", sort=True)):
+            stats = grp.groupby("n_train")["value"].agg(["mean", "std"]).sort_index()
+            sd = np.nan_to_num(stats["std"].to_numpy())
+            ax.plot(stats.index, stats["mean"], "o-", ms=3, label=model, color=f"C{k}")
+            ax.fill_between(stats.index, stats["mean"] - 2 * sd, stats["mean"] + 2 * sd, alpha=0.15, color=f"C{k}")
+        ax.set_xscale("log")
+        ax.set_xlabel("training points n")
+        ax.set_ylabel(f"test {metric.upper()}")
+        ax.set_title(function, fontsize=9)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    path = Path(out_dir) / f"{metric}_vs_n.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
+
+
 register_plot("rmse", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "rmse"))
 register_plot("mse", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "mse"))
 register_plot("nlpd", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "nlpd"))
@@ -219,3 +256,4 @@ register_plot("sobol-by-order", plot_sobol_by_order)
 register_plot("convergence-in-J", plot_convergence_in_j)
 register_plot("cumulative-sobol", plot_cumulative_sobol)
 register_plot("scaling", plot_scaling)
+register_plot("rmse-vs-n", plot_metric_vs_n)
