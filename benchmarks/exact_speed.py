@@ -35,7 +35,6 @@ import math  # noqa: E402
 import platform  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
-from collections import deque  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import gpytorch  # noqa: E402
@@ -45,6 +44,7 @@ from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, WhiteKernel  # noqa: E402
 
 import hdgp  # noqa: E402
+from _gpytorch_recipe import predict_mean, train_paper_recipe  # noqa: E402
 
 torch.set_num_threads(1)
 DATASETS = ("housing", "yacht", "concrete")
@@ -79,29 +79,9 @@ class _GPyTorchModel(gpytorch.models.ExactGP):
 def fit_gpytorch(X, y, Xt, seed):
     torch.manual_seed(seed)
     Xtr, ytr = torch.tensor(X), torch.tensor(y)
-    likelihood = gpytorch.likelihoods.GaussianLikelihood()
-    model = _GPyTorchModel(Xtr, ytr, likelihood).double()
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
-    t = time.perf_counter()
-    model.train()
-    opt = torch.optim.Adam(model.parameters(), lr=0.1)
-    window, prev = deque(maxlen=20), math.inf
-    for _ in range(1000):
-        opt.zero_grad()
-        loss = -mll(model(Xtr), ytr)
-        loss.backward()
-        opt.step()
-        window.append(loss.item())
-        if len(window) == 20:
-            avg = sum(window) / 20
-            if prev - avg < 1e-4:
-                break
-            prev = avg
-    elapsed = time.perf_counter() - t
-    model.eval()
-    with torch.no_grad(), gpytorch.settings.fast_pred_var(False):
-        mean = model(torch.tensor(Xt)).mean.numpy()
-    return elapsed, mean
+    model = _GPyTorchModel(Xtr, ytr, gpytorch.likelihoods.GaussianLikelihood()).double()
+    elapsed, _ = train_paper_recipe(model, Xtr, ytr)
+    return elapsed, predict_mean(model, torch.tensor(Xt))
 
 
 def floor_ratio(n, d=8, repeats=5):

@@ -44,23 +44,40 @@ def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a2 + b2 - 2.0 * a @ b.transpose(-1, -2)).clamp_min(0.0)
 
 
+def _rbf_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """:math:`\\exp(-\\tfrac12 \\lVert a_i - b_k \\rVert^2)` as a fresh ``(..., n1, n2)`` tensor, built in place."""
+    if a.shape[-1] == 1:
+        K = a - b.transpose(-1, -2)
+        K.square_()
+    else:
+        K = _sq_dist(a, b)
+    return K.mul_(-0.5).exp_()
+
+
 class _ProjectedRBFSum(torch.autograd.Function):
     """:math:`K = \\sum_j w_j \\exp(-\\tfrac12 \\lVert Z_1^{(j)} - Z_2^{(j)} \\rVert^2)` with O(n^2) memory.
 
     ``slices[j]`` gives the columns of ``Z1``/``Z2`` that belong to sub-kernel
-    ``j``. The backward pass recomputes :math:`K_j` one term at a time:
-    with :math:`M = w_j\\, G \\odot K_j`,
-    :math:`\\partial/\\partial Z_1 = -(\\mathrm{rowsum}(M) Z_1 - M Z_2)` and
-    :math:`\\partial/\\partial Z_2 = M^\\top Z_1 - \\mathrm{colsum}(M) Z_2`.
+    ``j``. With :math:`M = w_j\\, G \\odot K_j` the backward pass is
+    :math:`\\partial/\\partial Z_1 = M Z_2 - \\mathrm{rowsum}(M) Z_1` and
+    :math:`\\partial/\\partial Z_2 = M^\\top Z_1 - \\mathrm{colsum}(M) Z_2`. When both
+    arguments are the same tensor :math:`Z` (training, :math:`K(X, X)`) the two add
+    up to :math:`S Z - \\mathrm{rowsum}(S) Z` with :math:`S = w_j (G + G^\\top) \\odot K_j`:
+    one product per term instead of two, and no transposed (strided) passes. The
+    terms :math:`K_j` are recomputed one at a time (keeping J of them costs J·n²
+    memory and measured no faster: the products are memory-bound).
     """
 
     @staticmethod
     def forward(ctx, Z1, Z2, weights, slices):
         K = None
         for j, sl in enumerate(slices):
-            Kj = torch.exp(-0.5 * _sq_dist(Z1[..., sl], Z2[..., sl])).mul_(weights[j])
-            K = Kj if K is None else K.add_(Kj)
-        ctx.slices = slices
+            Kj = _rbf_term(Z1[..., sl], Z2[..., sl])
+            if K is None:
+                K = Kj * weights[j]
+            else:
+                K.add_(Kj, alpha=float(weights[j]))
+        ctx.slices, ctx.symmetric = slices, Z1 is Z2
         ctx.save_for_backward(Z1, Z2, weights)
         return K
 
@@ -68,24 +85,29 @@ class _ProjectedRBFSum(torch.autograd.Function):
     def backward(ctx, G):
         Z1, Z2, weights = ctx.saved_tensors
         need_z1, need_z2, need_w = ctx.needs_input_grad[:3]
+        symmetric = ctx.symmetric and need_z1 and need_z2
         gZ1 = torch.zeros_like(Z1) if need_z1 else None
-        gZ2 = torch.zeros_like(Z2) if need_z2 else None
+        gZ2 = torch.zeros_like(Z2) if need_z2 and not symmetric else None
         gw = torch.zeros_like(weights) if need_w else None
+        if symmetric:
+            G = G + G.transpose(-1, -2)  # each entry of M + M^T below, computed once
         for j, sl in enumerate(ctx.slices):
             a, b = Z1[..., sl], Z2[..., sl]
-            M = G * torch.exp(-0.5 * _sq_dist(a, b))
+            Kj = _rbf_term(a, b)
+            M = Kj.mul_(G) if Kj.shape == G.shape else Kj * G
             if need_w:
-                gw[j] = M.sum()
-            M = M * weights[j]
+                gw[j] = M.sum() * (0.5 if symmetric else 1.0)
+            M.mul_(weights[j])
             if need_z1:
                 gZ1[..., sl] = M @ b - M.sum(-1, keepdim=True) * a
-            if need_z2:
+            if need_z2 and not symmetric:
                 Mt = M.transpose(-1, -2)
                 gZ2[..., sl] = Mt @ a - Mt.sum(-1, keepdim=True) * b
         if need_z1 and gZ1.dim() > Z1.dim():
             gZ1 = gZ1.sum_to_size(Z1.shape)
-        if need_z2 and gZ2.dim() > Z2.dim():
+        if need_z2 and not symmetric and gZ2.dim() > Z2.dim():
             gZ2 = gZ2.sum_to_size(Z2.shape)
+        # with Z1 and Z2 the same tensor autograd adds the two gradients: all of it is in gZ1
         return gZ1, gZ2, gw, None
 
 
