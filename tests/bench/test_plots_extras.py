@@ -77,6 +77,18 @@ def test_convergence_in_j_and_scaling_figures(tmp_path):
     assert all(p.stat().st_size > 1000 for p in p3["plots"] + p5["plots"])
 
 
+def test_convergence_in_inducing_points_figure(tmp_path):
+    fig3 = get_protocol("oak-fig3")
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        for spec in fig3.models:
+            for split in range(2):
+                _write(store, fig3.name, "pumadyn32nm", spec.label, split, 1.0 / spec.params["n_inducing"] + 0.01 * split)
+    paths = make_report(fig3, db=db, out_dir=tmp_path / "out", reference_dir=tmp_path)
+    [png] = [p for p in paths["plots"] if p.name == "convergence_in_M.png"]
+    assert png.stat().st_size > 1000
+
+
 def test_metric_vs_n_figure_has_one_panel_per_generating_function(tmp_path):
     fig6 = get_protocol("rpa-gp-fig6")
     assert {d.loader_name for d in fig6.datasets} == {"additive", "smooth-xor", "rotation-invariant",

@@ -116,12 +116,18 @@ def plot_sobol_by_order(results: pd.DataFrame, comparison: pd.DataFrame, protoco
     return [path]
 
 
+_PARAM_LABELS = {"n_projections": "number of projections J", "n_inducing": "number of inducing points M"}
+_PARAM_SYMBOLS = {"n_projections": "J", "n_inducing": "M"}
+
+
 def plot_convergence_in_j(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path,
                           param: str = "n_projections", metric: str = "rmse") -> list[Path]:
-    """RPA-GP Fig. 3: test metric against the number of projections J (mean, 2·std band).
+    """Test metric against a model size parameter (mean, 2·std band).
 
-    Models whose spec sets ``param`` are drawn as curves (one per preset); the
-    others (full-dimensional baselines) as horizontal lines.
+    RPA-GP Fig. 3 (``param="n_projections"``: number of projections J) and OAK
+    Fig. 3 (``param="n_inducing"``: number of inducing points M). Models whose
+    spec sets ``param`` are drawn as curves (one per preset); the others
+    (full-dimensional baselines) as horizontal lines.
     """
     rows = comparison[comparison["metric"] == metric]
     if rows.empty:
@@ -146,12 +152,12 @@ def plot_convergence_in_j(results: pd.DataFrame, comparison: pd.DataFrame, proto
             ax.plot(x, m, "o-", ms=3, label=name, color=f"C{(k + 5) % 10}")
             ax.fill_between(x, m - 2 * sd, m + 2 * sd, alpha=0.15, color=f"C{(k + 5) % 10}")
         ax.set_xscale("log")
-        ax.set_xlabel("number of projections J")
+        ax.set_xlabel(_PARAM_LABELS.get(param, param))
         ax.set_ylabel(f"test {metric.upper()}")
         ax.set_title(dataset, fontsize=9)
         ax.legend(fontsize=6)
     fig.tight_layout()
-    path = Path(out_dir) / "convergence_in_J.png"
+    path = Path(out_dir) / f"convergence_in_{_PARAM_SYMBOLS.get(param, param)}.png"
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return [path]
@@ -254,6 +260,8 @@ register_plot("nlpd", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, 
 register_plot("f1", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "f1"))
 register_plot("sobol-by-order", plot_sobol_by_order)
 register_plot("convergence-in-J", plot_convergence_in_j)
+register_plot("convergence-in-M", lambda res, cmp, proto, out: plot_convergence_in_j(res, cmp, proto, out,
+                                                                                     param="n_inducing"))
 register_plot("cumulative-sobol", plot_cumulative_sobol)
 register_plot("scaling", plot_scaling)
 register_plot("rmse-vs-n", plot_metric_vs_n)
