@@ -13,6 +13,15 @@ and :math:`\\alpha = (K + \\sigma_n^2 I)^{-1}(y - c)`, the posterior mean of com
 (eq. 14). Summing over all :math:`|u| = r` gives
 :math:`\\sigma_r^4 \\alpha^\\top e_r(L_1, \\dots, L_D) \\alpha`, so per-order totals need
 the same elementary-symmetric recurrence as the kernel, not an enumeration.
+
+The posterior functions take the support points and weights from the posterior
+(``posterior.X``, ``posterior.alpha``; pass the same two to :func:`compute_sobol`):
+the training inputs and :math:`\\alpha` above for exact inference, the inducing
+inputs :math:`Z` and :math:`\\alpha_u = K_{uu}^{-1}m` (latent mean
+:math:`c + k(x, Z)\\alpha_u`) for the sparse (SGPR) and variational (SVGP)
+posteriors of :mod:`hdgp.inference.inducing`, for which the same formulas hold
+with :math:`X \\to Z` (OAK Sec. 4, "a similar formula for sparse GPs"). Only the
+component *variances* differ by engine (:func:`component_posterior`).
 """
 
 from __future__ import annotations
@@ -188,18 +197,31 @@ def _require_additive(kernel) -> AdditiveKernel:
 def component_posterior(posterior, term: Sequence[int], Xs: torch.Tensor, *, full_cov: bool = False):
     r"""Posterior mean and variance of one component :math:`f_u` at ``Xs``.
 
+    :math:`f_u` is an a-priori independent summand of :math:`f` with covariance
+    :math:`\sigma_{|u|}^2 k_u`, :math:`k_u = \prod_{i\in u} \tilde k_i`, so its
+    cross-covariance with the posterior's support values :math:`f(X)` is
+    :math:`\sigma_{|u|}^2 k_u(X_*, X)` and ``posterior.summand`` conditions on it.
+    For an exact posterior (OAK eq. 13, with the Gaussian conditional variance)
+
     .. math::
 
         m_u = \sigma_{|u|}^2 k_u(X_*, X)\alpha, \qquad
-        v_u = \sigma_{|u|}^2 k_u(X_*, X_*) - \sigma_{|u|}^4 k_u(X_*, X) (K + \sigma_n^2 I)^{-1} k_u(X, X_*)
+        v_u = \sigma_{|u|}^2 k_u(X_*, X_*) - \sigma_{|u|}^4 k_u(X_*, X) (K + \sigma_n^2 I)^{-1} k_u(X, X_*);
 
-    with :math:`k_u = \prod_{i\in u} \tilde k_i` (OAK eq. 13; the variance is the
-    Gaussian conditional of one summand of the kernel given the noisy sum).
+    for an inducing-point posterior (SGPR / SVGP, :math:`q(f(Z)) = N(m, S)`)
+
+    .. math::
+
+        m_u = \sigma_{|u|}^2 k_u(X_*, Z)\alpha_u, \qquad
+        v_u = \sigma_{|u|}^2 k_u(X_*, X_*) - \sigma_{|u|}^4 k_u(X_*, Z) K_{uu}^{-1} k_u(Z, X_*)
+              + \sigma_{|u|}^4 k_u(X_*, Z) K_{uu}^{-1} S K_{uu}^{-1} k_u(Z, X_*)
+
+    (:meth:`hdgp.inference.inducing.InducingPosterior.summand`).
 
     Parameters
     ----------
-    posterior : hdgp.inference.exact.ExactPosterior
-        Posterior whose kernel is an :class:`AdditiveKernel`.
+    posterior : ExactPosterior or InducingPosterior
+        Posterior (:mod:`hdgp.inference`) whose kernel is an :class:`AdditiveKernel`.
     term : sequence of int
         Feature indices :math:`u` (empty: the order-0 constant component).
     Xs : torch.Tensor of shape (t, D)
@@ -217,11 +239,7 @@ def component_posterior(posterior, term: Sequence[int], Xs: torch.Tensor, *, ful
         prior = kernel.base_matrices(Xs, Xs)[u].prod(0)
     else:
         prior = kernel.base_matrices(Xs, Xs, diag=True)[u].prod(0)
-    mean = s2 * cross @ posterior.alpha
-    V = torch.linalg.solve_triangular(posterior.L, (s2 * cross).T, upper=False)
-    if full_cov:
-        return mean, s2 * prior - V.T @ V
-    return mean, (s2 * prior - V.square().sum(0)).clamp_min(0.0)
+    return posterior.summand(s2 * cross, s2 * prior, full_cov=full_cov)
 
 
 def select_terms(result: SobolResult, threshold: float = 0.99) -> list:

@@ -128,3 +128,43 @@ def test_discrete_features_sobol_vs_enumeration_with_order_variances():
         m = component_mean(post, u, grid)
         var = (p * m**2).sum() - (p * m).sum() ** 2
         torch.testing.assert_close(v * res.total, var)
+
+
+def test_sparse_component_posterior_matches_brute_force_titsias_posterior():
+    # SGPR with Z a strict subset of X: q(u) = N(m, S) from Titsias (2009, eq. 10) written out
+    # with plain solves, m = s^-2 K_uu P K_uf r, S = K_uu P K_uu, P = (K_uu + s^-2 K_uf K_fu)^-1;
+    # component f_u: mean K_u(x,Z) K_uu^-1 m, covariance
+    # k_u(x,x') - K_u(x,Z) K_uu^-1 K_u(Z,x') + K_u(x,Z) K_uu^-1 S K_uu^-1 K_u(Z,x')
+    from hdgp.inference import SGPRModel
+
+    exact, X, _ = gaussian_oak_posterior(n=40)
+    kern = exact.kernel
+    Z = X[::4]
+    model = SGPRModel(kern, inducing_points=Z, jitter=1e-10)
+    model.likelihood.noise = exact.noise
+    model.mean.constant.data.fill_(float(exact.constant))
+    r = exact.L @ exact.L.T @ exact.alpha  # y - c
+    post = model.posterior(X, r + exact.constant)
+    s2n = exact.noise
+    Kuu, Kuf = kern(Z).to_dense(), kern(Z, X).to_dense()
+    P = torch.linalg.inv(Kuu + Kuf @ Kuf.T / s2n)
+    m = Kuu @ P @ Kuf @ r / s2n
+    S = Kuu @ P @ Kuu
+    Xs = torch.randn(7, 3, generator=torch.Generator().manual_seed(4))
+    for u in [(), (1,), (0, 2), (0, 1, 2)]:
+        s2 = kern.order_variances[len(u)]
+        ku = lambda A, B: s2 * (kern.base_matrices(A, B)[list(u)].prod(0) if u else torch.ones(len(A), len(B)))
+        C = ku(Xs, Z)
+        mean_ref = C @ torch.linalg.solve(Kuu, m)
+        W = torch.linalg.solve(Kuu, C.T)  # K_uu^-1 K_u(Z, X*)
+        cov_ref = ku(Xs, Xs) - C @ W + W.T @ S @ W
+        mean, cov = component_posterior(post, u, Xs, full_cov=True)
+        torch.testing.assert_close(mean, mean_ref, rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(cov, cov_ref, rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(component_posterior(post, u, Xs)[1], cov_ref.diagonal().clamp_min(0),
+                                   rtol=1e-6, atol=1e-8)
+        torch.testing.assert_close(component_mean(post, u, Xs), mean_ref, rtol=1e-6, atol=1e-8)
+    # the component means (constant term included) add up to the predictive mean
+    full = post.predict(Xs, latent=True, full_cov=True)
+    parts = post.constant + sum(component_mean(post, u, Xs) for u in [()] + all_terms(3, 3))
+    torch.testing.assert_close(parts, full[0])

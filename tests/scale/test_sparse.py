@@ -162,6 +162,14 @@ def test_kmeans_keeps_binary_and_categorical_columns_on_observed_values():
     assert len(np.unique(Z[:, 0])) > 10  # continuous columns keep the centroids
     # same seed, same inducing points
     np.testing.assert_array_equal(Z, kmeans_inducing_points(X, 40, random_state=0))
+    # a column with more levels than `max_levels` is discrete only when named
+    codes = rng.integers(0, 15, n).astype(float)
+    X15 = np.column_stack([X[:, 0], codes])
+    assert discrete_columns(X15) == []
+    assert not np.all(np.isin(kmeans_inducing_points(X15, 40, random_state=0)[:, 1], codes))
+    Z15 = kmeans_inducing_points(X15, 40, random_state=0, discrete=[1])
+    assert set(np.unique(Z15[:, 1])) <= set(codes.tolist())
+    assert len(np.unique(Z15[:, 0])) > 10
 
 
 def test_sparse_sobol_close_to_exact_sobol_for_oak_kernel():

@@ -13,6 +13,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
+from ..inference import ENGINES
+from ..inference.inducing import kmeans_inducing_points
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
@@ -24,6 +26,8 @@ from .additive import resolve_max_order
 __all__ = ["OAKRegressor"]
 
 _MEASURES = ("gaussian", "empirical", "gmm")
+#: Engines whose posterior exposes support points and weights for the Sobol indices.
+_INFERENCE = ("auto", "exact", "sparse", "variational")
 #: Gamma(concentration=1, rate=0.2) prior on the order variances (OAK Section 5 / authors' code).
 _ORDER_PRIOR = (1.0, 0.2)
 
@@ -77,8 +81,16 @@ class OAKRegressor(BaseGPRegressor):
         Cumulative normalised Sobol mass kept in ``components_`` (appendix H step 3).
     max_sobol_terms : int, default=100000
         Cap on the number of terms whose individual Sobol index is computed.
-    inference : {"auto", "exact"}, default="auto"
-        Always exact (Cholesky) inference: the analytic Sobol indices use its weights.
+    inference : {"auto", "exact", "sparse", "variational"}, default="auto"
+        ``"exact"``: Cholesky inference, :math:`O(n^3)`. ``"sparse"``: SGPR, Titsias'
+        collapsed bound with ``n_inducing`` inducing inputs :math:`Z`, :math:`O(nm^2)`.
+        ``"variational"``: minibatch SVGP (natural gradients + Adam; ``optimizer`` and
+        ``n_restarts`` do not apply). ``"auto"``: exact up to 5000 training rows, sparse
+        beyond. With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
+        so the Sobol indices and component means are OAK eqs. 13–14 with :math:`X \to Z`;
+        component variances use the whole :math:`q(f(Z))`
+        (:func:`hdgp.explain.component_posterior`). Inducing points start at k-means
+        centres whose binary and categorical columns take observed level codes.
     n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
@@ -94,6 +106,11 @@ class OAKRegressor(BaseGPRegressor):
     levels_ : dict
         Column index → sorted training levels of every discrete column.
     flow_ : SinhArcsinhFlow or None
+    inference_ : str
+        Engine used (``"exact"``, ``"sparse"`` or ``"variational"``).
+    posterior_ : ExactPosterior or InducingPosterior
+        Support points ``posterior_.X`` (transformed training inputs, or inducing inputs)
+        and weights ``posterior_.alpha`` of the Sobol indices.
 
     References
     ----------
@@ -132,8 +149,8 @@ class OAKRegressor(BaseGPRegressor):
     def _validate_params_extra(self) -> None:
         if self.measure not in _MEASURES:
             raise ValueError(f"measure must be one of {_MEASURES}, got {self.measure!r}.")
-        if self.inference not in ("auto", "exact"):
-            raise ValueError(f"OAKRegressor supports inference='auto' or 'exact' only, got {self.inference!r}.")
+        if self.inference not in _INFERENCE:
+            raise ValueError(f"OAKRegressor supports inference in {_INFERENCE}, got {self.inference!r}.")
         if not isinstance(self.gmm_components, numbers.Integral) or self.gmm_components < 1:
             raise ValueError(f"gmm_components must be a positive integer, got {self.gmm_components!r}.")
         if not isinstance(self.sobol_threshold, numbers.Real) or not 0 < self.sobol_threshold <= 1:
@@ -142,9 +159,6 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"max_sobol_terms must be a positive integer, got {self.max_sobol_terms!r}.")
         if self.log_transform not in LOG_TRANSFORMS:
             raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {self.log_transform!r}.")
-
-    def _resolve_inference(self, n: int) -> str:
-        return "exact"
 
     # ------------------------------------------------------ feature handling
     def _column_index(self, spec, n_features, names) -> int:
@@ -264,6 +278,23 @@ class OAKRegressor(BaseGPRegressor):
         kernel.order_variances = torch.ones(max_order + 1)
         return kernel
 
+    def _make_model(self, kernel: Kernel, X: torch.Tensor):
+        """The engine named by ``inference_``, as in the base class, but with OAK-valid inducing points.
+
+        Inducing points come from k-means with every binary and categorical column on
+        observed level codes (cluster modes): :func:`~hdgp.inference.inducing.kmeans_inducing_points`
+        does that by itself only for columns with few levels, and a constrained
+        categorical kernel accepts nothing but integer codes. The codes reach the
+        kernel through integer indexing, which has no gradient, so inducing inputs
+        learned by SVGP keep them.
+        """
+        engine = ENGINES[self.inference_]
+        if not getattr(engine, "uses_inducing_points", False):
+            return super()._make_model(kernel, X)
+        Z = kmeans_inducing_points(X, self.n_inducing, self._fit_seed_, discrete=sorted(self.levels_))
+        return engine(kernel, noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior(),
+                      inducing_points=X.new_tensor(Z))
+
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
         """Fit the flow, the measures and the GP hyperparameters (MAP), then rank Sobol indices.
@@ -279,7 +310,9 @@ class OAKRegressor(BaseGPRegressor):
         self
         """
         super().fit(self._encode_frame(X, fit=True), y)
-        self.sobol_ = explain.compute_sobol(self.kernel_, self.X_train_, self.posterior_.alpha, self.max_sobol_terms)
+        # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)
+        self.sobol_ = explain.compute_sobol(self.kernel_, self.posterior_.X, self.posterior_.alpha,
+                                            self.max_sobol_terms)
         names = self._feature_names()
         self.sobol_indices_ = {tuple(names[i] for i in u): float(v) for u, v in zip(self.sobol_.terms, self.sobol_.values)}
         self.sobol_order_ = self.sobol_.by_order.cpu().numpy()

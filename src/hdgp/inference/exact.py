@@ -16,11 +16,9 @@ from gpytorch.priors import Prior
 from ..kernels import log_greater_than
 from ..linalg import robust_cholesky
 from ._gaussian import GaussianNoiseModel
+from ._posterior import GaussianPosterior
 
 __all__ = ["ExactGPModel", "ExactPosterior"]
-
-#: Test points handled per block in prediction (bounds memory at block × n).
-_PREDICT_BLOCK = 4096
 
 
 class ExactGPModel(GaussianNoiseModel):
@@ -112,7 +110,7 @@ class _NegLogMarginalLikelihood(torch.autograd.Function):
 
 
 @dataclass
-class ExactPosterior:
+class ExactPosterior(GaussianPosterior):
     r"""Posterior of an :class:`ExactGPModel` given training data.
 
     Attributes
@@ -139,38 +137,33 @@ class ExactPosterior:
     jitter: float = 0.0
 
     @torch.no_grad()
-    def predict(self, Xs: torch.Tensor, *, latent: bool = False, full_cov: bool = False):
-        r"""Predictive mean and variance (or covariance) at ``Xs``.
+    def summand(self, cross: torch.Tensor, prior: torch.Tensor, *, full_cov: bool = False):
+        r"""Posterior of a summand :math:`g` of :math:`f = g + h` (:math:`g, h` independent a priori).
+
+        With :math:`C = k_g(X_*, X)` (``cross``) and :math:`V = L^{-1}C^\top`,
 
         .. math::
 
-            \mu_* = c + K_{*X}\alpha,\qquad
-            \Sigma_* = K_{**} - V^\top V,\ V = L^{-1}K_{X*}
+            \mu_g = C\alpha,\qquad \Sigma_g = k_g(X_*, X_*) - V^\top V
+                = k_g(X_*, X_*) - C (K + \sigma_n^2 I)^{-1} C^\top,
 
-        (R&W Alg. 2.1, lines 4–6); ``latent=False`` adds :math:`\sigma_n^2` to
-        give the predictive distribution of a new observation :math:`y_*`.
+        the Gaussian conditional of :math:`g(X_*)` given :math:`y`; with :math:`g = f`
+        this is R&W Alg. 2.1, lines 4–6.
+
+        Parameters
+        ----------
+        cross : torch.Tensor of shape (t, n)
+            :math:`k_g(X_*, X)`.
+        prior : torch.Tensor of shape (t,), or (t, t) when ``full_cov``
+            Prior variances :math:`k_g(x_*, x_*)` (covariance :math:`k_g(X_*, X_*)`).
 
         Returns
         -------
         mean : torch.Tensor of shape (t,)
-        var : torch.Tensor of shape (t,) or (t, t) when ``full_cov``
+            Without the constant mean.
+        var : torch.Tensor of shape (t,) (clamped at 0), or (t, t) when ``full_cov``
         """
+        V = torch.linalg.solve_triangular(self.L, cross.T, upper=False)
         if full_cov:
-            Ks = self.kernel(Xs, self.X).to_dense()
-            V = torch.linalg.solve_triangular(self.L, Ks.T, upper=False)
-            cov = self.kernel(Xs).to_dense() - V.T @ V
-            if not latent:
-                cov.diagonal().add_(self.noise)
-            return self.constant + Ks @ self.alpha, cov
-        means, variances = [], []
-        for start in range(0, Xs.shape[0], _PREDICT_BLOCK):
-            xb = Xs[start:start + _PREDICT_BLOCK]
-            Ks = self.kernel(xb, self.X).to_dense()
-            V = torch.linalg.solve_triangular(self.L, Ks.T, upper=False)
-            prior_var = self.kernel(xb, diag=True)
-            means.append(self.constant + Ks @ self.alpha)
-            variances.append((prior_var - V.square().sum(0)).clamp_min(0.0))
-        var = torch.cat(variances)
-        if not latent:
-            var = var + self.noise
-        return torch.cat(means), var
+            return cross @ self.alpha, prior - V.T @ V
+        return cross @ self.alpha, (prior - V.square().sum(0)).clamp_min(0.0)

@@ -24,6 +24,8 @@ mean weights — :func:`hdgp.explain.compute_sobol` and
 :func:`hdgp.explain.component_mean` — works unchanged on ``posterior.X`` (the
 inducing points) and ``posterior.alpha`` (:math:`\alpha_u`); this is the
 "similar formula for sparse GP" of the OAK paper (Lu et al. 2022, Sec. 4, eq. 14).
+Component variances need the whole :math:`q(u)`: :meth:`InducingPosterior.summand`
+(used by :func:`hdgp.explain.component_posterior`).
 """
 
 from __future__ import annotations
@@ -37,14 +39,14 @@ from gpytorch.kernels import Kernel
 from sklearn.cluster import KMeans
 from sklearn.exceptions import ConvergenceWarning as SklearnConvergenceWarning
 
+from ._posterior import GaussianPosterior
+
 __all__ = ["InducingPosterior", "discrete_columns", "kmeans_inducing_points"]
 
 #: A column with at most this many distinct values is treated as discrete by k-means init.
 MAX_DISCRETE_LEVELS = 10
 #: k-means runs on at most max(this, 20 m) randomly chosen rows.
 _KMEANS_MAX_ROWS = 20_000
-#: Test points handled per block in prediction (bounds memory at block × m).
-_PREDICT_BLOCK = 4096
 
 
 def discrete_columns(X: np.ndarray, max_levels: int = MAX_DISCRETE_LEVELS) -> list[int]:
@@ -65,15 +67,15 @@ def _cluster_modes(values: np.ndarray, labels: np.ndarray, centres: np.ndarray) 
 
 
 def kmeans_inducing_points(X, n_inducing: int, random_state=None,
-                           max_levels: int = MAX_DISCRETE_LEVELS) -> np.ndarray:
+                           max_levels: int = MAX_DISCRETE_LEVELS, discrete=()) -> np.ndarray:
     r"""Inducing inputs from k-means on the training inputs, with discrete columns kept discrete.
 
     Continuous columns take the cluster centroids. A column with at most
     ``max_levels`` distinct values (binary, categorical codes, small integer
-    scores) takes the most frequent observed value among the cluster's members,
-    so a binary feature stays binary: averaging would put inducing points at
-    values (e.g. 0.37) that no input ever takes — the reference OAK code's
-    k-means init collapses binary inducing values this way.
+    scores), or listed in ``discrete``, takes the most frequent observed value
+    among the cluster's members, so a binary feature stays binary: averaging
+    would put inducing points at values (e.g. 0.37) that no input ever takes —
+    the reference OAK code's k-means init collapses binary inducing values this way.
 
     Parameters
     ----------
@@ -86,6 +88,10 @@ def kmeans_inducing_points(X, n_inducing: int, random_state=None,
         Seed of the row subsample and of k-means.
     max_levels : int
         Columns with at most this many distinct values are treated as discrete.
+    discrete : sequence of int, default=()
+        Columns treated as discrete whatever their number of levels (e.g. the
+        categorical level codes of an OAK model, which its kernel only accepts as
+        observed integer codes).
 
     Returns
     -------
@@ -115,13 +121,13 @@ def kmeans_inducing_points(X, n_inducing: int, random_state=None,
         warnings.simplefilter("ignore", SklearnConvergenceWarning)
         km = KMeans(n_clusters=n_inducing, n_init=1, max_iter=100, random_state=seed).fit(sample)
     Z = km.cluster_centers_.copy()
-    for j in discrete_columns(sample, max_levels):
+    for j in sorted(set(discrete_columns(sample, max_levels)) | {int(j) for j in discrete}):
         Z[:, j] = _cluster_modes(sample[:, j], km.labels_, Z[:, j])
     return Z
 
 
 @dataclass
-class InducingPosterior:
+class InducingPosterior(GaussianPosterior):
     r"""Gaussian posterior of an inducing-point GP (SGPR or SVGP); see the module docstring.
 
     Attributes
@@ -159,36 +165,43 @@ class InducingPosterior:
         return self.inducing_points
 
     @torch.no_grad()
-    def predict(self, Xs: torch.Tensor, *, latent: bool = False, full_cov: bool = False):
-        r"""Predictive mean and variance (or covariance) at ``Xs`` (module docstring formulas).
+    def summand(self, cross: torch.Tensor, prior: torch.Tensor, *, full_cov: bool = False):
+        r"""Posterior of a summand :math:`g` of :math:`f = g + h` (:math:`g, h` independent a priori).
 
-        ``latent=False`` adds :math:`\sigma_n^2` for a new observation :math:`y_*`.
+        The inducing values :math:`u = f(Z)` have :math:`\operatorname{Cov}(g(x_*), u) = k_g(x_*, Z)`,
+        so :math:`g(x_*) \mid u \sim N(k_g(x_*, Z)K_{uu}^{-1}u,\ k_g(x_*, x_*) - k_g(x_*, Z)K_{uu}^{-1}k_g(Z, x_*))`.
+        The approximate posterior keeps this conditional and replaces :math:`p(u \mid y)` by
+        :math:`q(u) = N(m, S)`, :math:`m = L_{uu}\tilde m`, :math:`S = L_{uu}\tilde S L_{uu}^\top`
+        (the SGPR and SVGP families :math:`q(f, u) = p(f \mid u)q(u)` extend to all summands
+        jointly, with the same bound, since the likelihood sees only :math:`f`).
+        Marginalising :math:`u`, with :math:`C = k_g(X_*, Z)` (``cross``) and :math:`T = L_{uu}^{-1}C^\top`:
+
+        .. math::
+
+            \mu_g = C\alpha_u,\qquad
+            \Sigma_g = k_g(X_*, X_*) - C K_{uu}^{-1} C^\top + C K_{uu}^{-1} S K_{uu}^{-1} C^\top
+                     = k_g(X_*, X_*) - T^\top T + (MT)^\top (MT).
+
+        With :math:`g = f` this is the module docstring's predictive posterior; for SGPR
+        with :math:`Z = X` it equals the exact :meth:`ExactPosterior.summand
+        <hdgp.inference.exact.ExactPosterior.summand>` (then
+        :math:`K^{-1} - K^{-1}SK^{-1} = (K + \sigma_n^2 I)^{-1}`).
+
+        Parameters
+        ----------
+        cross : torch.Tensor of shape (t, m)
+            :math:`k_g(X_*, Z)`.
+        prior : torch.Tensor of shape (t,), or (t, t) when ``full_cov``
+            Prior variances :math:`k_g(x_*, x_*)` (covariance :math:`k_g(X_*, X_*)`).
 
         Returns
         -------
         mean : torch.Tensor of shape (t,)
-        var : torch.Tensor of shape (t,) or (t, t) when ``full_cov``
+            Without the constant mean.
+        var : torch.Tensor of shape (t,) (clamped at 0), or (t, t) when ``full_cov``
         """
-        if not latent and self.noise is None:
-            raise ValueError("This posterior has no Gaussian noise; call predict with latent=True.")
-        Z = self.inducing_points
+        T = torch.linalg.solve_triangular(self.L_uu, cross.T, upper=False)
+        MT = self.var_factor @ T
         if full_cov:
-            Ksu = self.kernel(Xs, Z).to_dense()
-            T = torch.linalg.solve_triangular(self.L_uu, Ksu.T, upper=False)
-            MT = self.var_factor @ T
-            cov = self.kernel(Xs).to_dense() - T.T @ T + MT.T @ MT
-            if not latent:
-                cov.diagonal().add_(self.noise)
-            return self.constant + Ksu @ self.alpha, cov
-        means, variances = [], []
-        for start in range(0, Xs.shape[0], _PREDICT_BLOCK):
-            xb = Xs[start:start + _PREDICT_BLOCK]
-            Ksu = self.kernel(xb, Z).to_dense()
-            T = torch.linalg.solve_triangular(self.L_uu, Ksu.T, upper=False)
-            prior_var = self.kernel(xb, diag=True)
-            means.append(self.constant + Ksu @ self.alpha)
-            variances.append((prior_var - T.square().sum(0) + (self.var_factor @ T).square().sum(0)).clamp_min(0.0))
-        var = torch.cat(variances)
-        if not latent:
-            var = var + self.noise
-        return torch.cat(means), var
+            return cross @ self.alpha, prior - T.T @ T + MT.T @ MT
+        return cross @ self.alpha, (prior - T.square().sum(0) + MT.square().sum(0)).clamp_min(0.0)
