@@ -121,6 +121,31 @@ def test_gradients_match_finite_differences():
             assert g.view(-1)[i].item() == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-5)
 
 
+def test_row_blocked_bound_equals_single_block(monkeypatch):
+    # above CROSS_BLOCK entries of K_uf the bound and its gradient are built in checkpointed
+    # row blocks (here 7 rows each, the last one shorter): same value, gradient and posterior
+    from hdgp.inference import sparse
+
+    X, y = _data(n=50)
+    Xs = X[:6] + 0.1
+
+    def evaluate():
+        model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True))
+        params = [p for p in model.parameters() if p.requires_grad]
+        loss = model.neg_log_marginal_likelihood(X, y)
+        return loss.detach(), torch.autograd.grad(loss, params), model.posterior(X, y).predict(Xs), len(params)
+
+    whole = evaluate()
+    monkeypatch.setattr(sparse, "CROSS_BLOCK", 70)
+    blocked = evaluate()
+    assert whole[3] == blocked[3] == 5  # lengthscale, outputscale, noise, constant, inducing inputs
+    torch.testing.assert_close(blocked[0], whole[0], rtol=1e-12, atol=1e-10)
+    for a, b in zip(whole[1], blocked[1]):
+        torch.testing.assert_close(b, a, rtol=1e-9, atol=1e-10)
+    for a, b in zip(whole[2], blocked[2]):
+        torch.testing.assert_close(b, a, rtol=1e-10, atol=1e-12)
+
+
 @pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
 def test_training_raises_bound_and_learned_inducing_points_move():
     X, y = _data(n=150)

@@ -35,6 +35,7 @@ import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 from gpytorch.priors import Prior
+from torch.utils.checkpoint import checkpoint
 
 from ..linalg import robust_cholesky
 from ._gaussian import GaussianNoiseModel
@@ -44,6 +45,11 @@ __all__ = ["SGPRModel"]
 
 #: Jitter always added to K_uu, relative to its mean diagonal (as GPflow's default 1e-6).
 DEFAULT_JITTER = 1e-6
+#: Entries of K_uf evaluated per kernel call. Above this (m·n), K_uf is assembled in row
+#: blocks without an autograd graph and its gradient term is checkpointed block by block:
+#: the kernel's own intermediates (an additive kernel keeps D per-feature m × n factors
+#: plus autograd buffers, about 12·D·m·n floats for OAK) then never exceed one block.
+CROSS_BLOCK = 2**20
 
 
 class SGPRModel(GaussianNoiseModel):
@@ -99,8 +105,6 @@ class SGPRModel(GaussianNoiseModel):
         self.inducing_points = torch.nn.Parameter(inducing_points.clone(), requires_grad=learn_inducing)
         self.jitter = jitter
 
-
-
     def _check(self, X: torch.Tensor) -> None:
         m = self.inducing_points.shape[0]
         if m > X.shape[0]:
@@ -120,13 +124,27 @@ class SGPRModel(GaussianNoiseModel):
         L, extra = robust_cholesky(Kuu)
         return L, base + extra
 
+    def _row_blocks(self, n: int) -> list[slice]:
+        """Training-row blocks of at most :data:`CROSS_BLOCK` / m rows."""
+        step = max(1, CROSS_BLOCK // self.inducing_points.shape[0])
+        return [slice(start, start + step) for start in range(0, n, step)]
+
+    @torch.no_grad()
+    def _cross(self, Z: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        """:math:`K_{uf}` (m, n), evaluated block by block without an autograd graph."""
+        return torch.cat([self.kernel(Z, X[rows]).to_dense() for rows in self._row_blocks(X.shape[0])], dim=1)
+
+    def _weighted_cross(self, G: torch.Tensor, Z: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
+        r""":math:`\sum_{ij} G_{ij} k(z_i, x_j)`, differentiable (one row block of the surrogate)."""
+        return (G * self.kernel(Z, X).to_dense()).sum()
+
     def _collapsed(self, X: torch.Tensor, y: torch.Tensor):
         """Shared pieces of the bound and the posterior (module docstring notation)."""
         self._check(X)
         Z = self.inducing_points
         sigma = self.noise.sqrt()
         L, jitter = self._chol_uu(Z)
-        A = torch.linalg.solve_triangular(L, self.kernel(Z, X).to_dense(), upper=False) / sigma
+        A = torch.linalg.solve_triangular(L, self._cross(Z, X), upper=False) / sigma
         AAT = A @ A.T
         B = AAT + torch.eye(AAT.shape[0], dtype=AAT.dtype, device=AAT.device)
         LB = torch.linalg.cholesky(B)  # eigenvalues >= 1: always PD
@@ -159,7 +177,11 @@ class SGPRModel(GaussianNoiseModel):
 
         Autograd then only differentiates the kernel evaluations, so one
         evaluation costs about three :math:`m^2 n` products (the triangular solve,
-        :math:`AA^\top` and :math:`GK_{uf}`) instead of about six.
+        :math:`AA^\top` and :math:`GK_{uf}`) instead of about six. When
+        :math:`mn` exceeds :data:`CROSS_BLOCK`, :math:`K_{uf}` is built in row blocks
+        without a graph and the term :math:`\sum G_{uf} \odot K_{uf}` is checkpointed per
+        block (two extra kernel evaluations, memory independent of :math:`n` beyond
+        the dense :math:`m \times n` matrices).
 
         Parameters
         ----------
@@ -175,8 +197,9 @@ class SGPRModel(GaussianNoiseModel):
         self._check(X)
         n = y.shape[0]
         Z = self.inducing_points
+        blocks = self._row_blocks(n)
         Kuu = self.kernel(Z).to_dense()
-        Kuf = self.kernel(Z, X).to_dense()
+        Kuf = self.kernel(Z, X).to_dense() if len(blocks) == 1 else self._cross(Z, X)
         kff = self.kernel(X, diag=True)
         noise = self.noise
         c = self.constant
@@ -211,9 +234,13 @@ class SGPRModel(GaussianNoiseModel):
             g_s = (0.5 * (resid.dot(resid) + kff_trace) / s**2 - 0.5 * n / s
                    + 0.5 * (tr_BinvAAT - AAT.diagonal().sum()) / s)
             g_c = resid.sum() / s
-        surrogate_F = ((G_uf * Kuf).sum() + (G_uu * Kuu).sum() + g_s * noise + g_c * c - 0.5 * kff.sum() / s)
+        if len(blocks) == 1:
+            cross_term = (G_uf * Kuf).sum()
+        else:  # K_uf has no graph: rebuild it block by block, each recomputed in the backward pass
+            cross_term = sum(checkpoint(self._weighted_cross, G_uf[:, rows], Z, X[rows], use_reentrant=False)
+                             for rows in blocks)
+        surrogate_F = cross_term + (G_uu * Kuu).sum() + g_s * noise + g_c * c - 0.5 * kff.sum() / s
         return value - (surrogate_F - surrogate_F.detach())
-
 
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor) -> InducingPosterior:
