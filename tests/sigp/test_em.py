@@ -1,11 +1,12 @@
-"""EM of SIGP (Algorithm 1, eqs. 9-14): monotone, equal to the dense formulas, basis invariant."""
+"""EM of SIGP (Algorithm 1, eqs. 9-14): monotone, equal to the dense formulas, basis invariant;
+the closed-form maximiser of the constant-mean model is its limit."""
 
 import math
 
 import pytest
 import torch
 
-from hdgp.sigp.em import fit_em, initial_sigma_beta
+from hdgp.sigp.em import fit_constant_mean, fit_em, initial_sigma_beta
 from hdgp.sigp.lowrank import pivoted_cholesky
 from hdgp.sigp.subspace import kernel_response_features, reduced_pencil, sdr_subspace
 
@@ -15,10 +16,9 @@ def _problem(n=120, m=3, seed=0):
     X = torch.randn(n, 3, generator=g, dtype=torch.float64)
     y = torch.sin(2 * X[:, 0]) + X[:, 1] + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
     f = pivoted_cholesky(X, 1.0)
-    C_r, A_r = reduced_pencil(f.U, f.eigenvalues, kernel_response_features(y, 0.5), 1e-3)
-    coef = sdr_subspace(C_r, A_r, m, 1e-3).coef
-    P = f.U @ (f.eigenvalues[:, None] * coef)
-    H_proj = coef.T @ (f.eigenvalues[:, None] * coef)  # W^T K W
+    coef = sdr_subspace(*reduced_pencil(f.features, kernel_response_features(y, 0.5), 1e-3), m, 1e-3, n).coef
+    P = (f.features - f.features.mean(0)) @ coef  # H K W
+    H_proj = coef.T @ coef  # W^T K W
     return X, y, P, H_proj
 
 
@@ -87,3 +87,60 @@ def test_zero_mean_penalty_collapses_random_part_but_default_keeps_it():
     # linear mean (the estimators' default) leaves the nonlinear signal to beta
     alive = fit_em(P, y, X, torch.eye(3, dtype=X.dtype), lam=1.0, max_iter=300, warn=False)
     assert float((P @ alive.beta).var()) > 0.1 * float(y.var())
+
+
+def _log_lik(P, y, Sigma, s2):
+    """Dense log N(y; mean(y) 1, P Sigma P^T + s2 I)."""
+    n = len(y)
+    G = P @ Sigma @ P.T + s2 * torch.eye(n, dtype=P.dtype)
+    r = y - y.mean()
+    return float(-0.5 * (n * math.log(2 * math.pi) + torch.logdet(G) + r @ torch.linalg.solve(G, r)))
+
+
+def test_closed_form_is_the_maximiser():
+    _, y, P, _ = _problem()
+    res = fit_constant_mean(P, y)
+    assert res.n_iter == 1 and res.converged
+    assert math.isclose(res.objective[0], _log_lik(P, y, res.sigma_beta, res.noise), rel_tol=1e-10)
+    # the maximiser has rank-one P Sigma P^T along the least-squares fit
+    assert torch.linalg.matrix_rank(res.sigma_beta, rtol=1e-8) == 1
+    g = torch.Generator().manual_seed(5)
+    for _ in range(20):
+        B = torch.randn(3, 3, generator=g, dtype=P.dtype) * 0.3
+        Sigma = res.sigma_beta + B @ B.T * float(res.sigma_beta.diagonal().mean())
+        s2 = res.noise * math.exp(0.3 * float(torch.randn(1, generator=g)))
+        assert _log_lik(P, y, Sigma, s2) < res.objective[0]
+    # posterior mean of P beta = least-squares fit shrunk by 1 - s2 / ||z||^2
+    r = y - y.mean()
+    fitted = P @ torch.linalg.lstsq(P, r).solution
+    shrink = 1 - res.noise / float(fitted @ fitted)
+    assert torch.allclose(P @ res.beta, shrink * fitted, atol=1e-10)
+
+
+def test_em_climbs_to_the_closed_form():
+    """Algorithm 1 with the constant mean converges (like 1/k, the optimum is on the boundary) to it."""
+    X, y, P, _ = _problem()
+    best = fit_constant_mean(P, y)
+    em = fit_em(P, y, X[:, :0], torch.zeros(0, 0, dtype=X.dtype), 0.0, max_iter=1000, tol=-math.inf, warn=False)
+    J = torch.tensor(em.objective)
+    assert torch.all(J[1:] - J[:-1] >= -1e-9 * len(y))
+    gap = best.objective[0] - em.objective[-1]
+    assert 0 <= gap < 2e-3
+    assert math.isclose(em.noise, best.noise, rel_tol=1e-4)
+    assert torch.allclose(P @ em.beta, P @ best.beta, atol=1e-6)
+    assert math.isclose(float(em.theta[0]), float(best.theta[0]), abs_tol=1e-12)
+
+
+def test_closed_form_without_signal_and_bad_input():
+    g = torch.Generator().manual_seed(0)
+    n = 50
+    P = torch.randn(n, 2, generator=g, dtype=torch.float64)
+    P = P - P.mean(0)
+    y = torch.randn(n, generator=g, dtype=torch.float64)
+    y = y - P @ torch.linalg.lstsq(P, y - y.mean()).solution + 3.0  # orthogonal to span P
+    res = fit_constant_mean(P, y)
+    assert torch.count_nonzero(res.sigma_beta) == 0 and torch.count_nonzero(res.beta) == 0
+    assert math.isclose(res.noise, float(((y - y.mean()) ** 2).mean()), rel_tol=1e-12)
+    assert math.isclose(res.objective[0], _log_lik(P, y, res.sigma_beta, res.noise), rel_tol=1e-10)
+    with pytest.raises(ValueError, match="centred"):
+        fit_constant_mean(P + 1.0, y)

@@ -7,6 +7,7 @@ import torch
 
 from hdgp.sigp.lowrank import pivoted_cholesky, rbf_kernel
 from hdgp.sigp.subspace import (
+    PencilSolver,
     class_features,
     kernel_response_features,
     reduced_pencil,
@@ -23,70 +24,141 @@ def _data(n=80, p=4, seed=0):
     return X, y
 
 
-def _dense_pencil(K, labels):
-    """Eq. (7) literally: A = K[I - diag(1 1^T / n_h)]K, C = K(I - 1 1^T/n)K."""
-    n = K.shape[0]
-    D = torch.zeros(n, n, dtype=K.dtype)
-    for h in labels.unique():
-        idx = torch.nonzero(labels == h).squeeze(1)
-        D[idx[:, None], idx[None, :]] = 1.0 / idx.numel()
-    eye = torch.eye(n, dtype=K.dtype)
-    A = K @ (eye - D) @ K
-    C = K @ (eye - torch.ones(n, n, dtype=K.dtype) / n) @ K
-    return A, C
+def _smoother(Psi, ridge):
+    """Dense S = Psi_c (Psi_c^T Psi_c + n ridge I)^+ Psi_c^T (the projection for ridge = 0)."""
+    n = Psi.shape[0]
+    Pc = Psi - Psi.mean(0)
+    return Pc @ torch.linalg.pinv(Pc.T @ Pc + n * ridge * torch.eye(Psi.shape[1], dtype=Psi.dtype)) @ Pc.T
+
+
+def _span_cosines(P1, P2):
+    Q1, _ = torch.linalg.qr(P1)
+    Q2, _ = torch.linalg.qr(P2)
+    return torch.linalg.svdvals(Q1.T @ Q2)
 
 
 def test_pivoted_cholesky_matches_kernel_and_extends_to_new_points():
     X, _ = _data()
     f = pivoted_cholesky(X, 1.5, tol=1e-12)
     K = rbf_kernel(X, X, 1.5)
-    K_hat = f.U @ torch.diag(f.eigenvalues) @ f.U.T
-    assert torch.allclose(K_hat, K, atol=1e-8)
+    assert torch.allclose(f.features @ f.features.T, K, atol=1e-8)
+    # Nystrom extension: phi(x_i) is the factor's own row, and k(x, X) = phi(x)^T Phi^T
+    assert torch.allclose(f.features_at(X, X), f.features, atol=1e-10)
     X_new = torch.randn(7, X.shape[1], dtype=torch.float64)
-    assert torch.allclose(f.cross_times_U(X_new, X), rbf_kernel(X_new, X, 1.5) @ f.U, atol=1e-7)
+    assert torch.allclose(f.features_at(X_new, X) @ f.features.T, rbf_kernel(X_new, X, 1.5), atol=1e-7)
 
 
 def test_low_rank_stops_at_tolerance():
     X, _ = _data(n=300, p=2)
     f = pivoted_cholesky(X, 3.0, tol=1e-6)
     assert f.rank < 100 and f.residual <= 1e-6
+    K = rbf_kernel(X, X, 3.0)
+    assert float(torch.trace(K - f.features @ f.features.T)) == pytest.approx(f.residual * 300, rel=1e-6)
 
 
-def test_slicing_pencil_equals_eq7_and_top_eigvecs_match_dense():
+@pytest.mark.parametrize("response", ["slices", "kernel"])
+def test_pencil_matches_the_dense_operator_form(response):
+    """The authors' dense pencil HK w = lam ((H - S)K + n eta I) w (eqs. 6-7, operator ridge).
+
+    Multiplying by K gives K H K w = lam (K (H - S) K + n eta K) w: eq. (7) with the
+    ridge on the covariance operator. Its eigenvalues and projections H K W must
+    equal the reduced r x r solution.
+    """
     X, y = _data()
+    n, eta, m = len(y), 1e-3, 3
     f = pivoted_cholesky(X, 1.5, tol=1e-14)
-    Psi = slice_features(y, 5)
-    C_r, A_r = reduced_pencil(f.U, f.eigenvalues, Psi)
-    K = f.U @ torch.diag(f.eigenvalues) @ f.U.T
-    A, C = _dense_pencil(K, Psi.argmax(1))
-    assert torch.allclose(f.U @ A_r @ f.U.T, A, atol=1e-8 * float(C.abs().max()))
-    assert torch.allclose(f.U @ C_r @ f.U.T, C, atol=1e-8 * float(C.abs().max()))
-    res = sdr_subspace(C_r, A_r, rank=3, eta=1e-3)
-    W = f.U @ res.coef
-    # Lemma 1: leading eigenvectors of the dense pencil (A + eta I)^-1 C span the same space
-    evals, evecs = scipy.linalg.eigh(C.numpy(), (A + res.eta_abs * torch.eye(len(y), dtype=A.dtype)).numpy())
-    W_dense = torch.as_tensor(evecs[:, -3:])
-    Q1, _ = torch.linalg.qr(W)
-    Q2, _ = torch.linalg.qr(W_dense)
-    cosines = torch.linalg.svdvals(Q1.T @ Q2)
-    assert cosines.min() > 1 - 1e-6
-    assert np.allclose(res.eigenvalues.numpy(), evals[::-1][:3], rtol=1e-6)
-    # and they maximise g_H: any other subspace scores lower
-    g_star = subspace_log_likelihood(W, A, C, res.eta_abs, len(y))
-    for seed in range(5):
-        W_rand = torch.randn(len(y), 3, generator=torch.Generator().manual_seed(seed), dtype=A.dtype)
-        assert subspace_log_likelihood(W_rand, A, C, res.eta_abs, len(y)) < g_star
+    Psi, ridge = (slice_features(y, 5), 0.0) if response == "slices" else (kernel_response_features(y, 0.5), 1e-3)
+    C_v, A_v = reduced_pencil(f.features, Psi, ridge)
+    sub = sdr_subspace(C_v, A_v, m, eta, n)
+    K = rbf_kernel(X, X, 1.5)
+    H = torch.eye(n, dtype=K.dtype) - 1.0 / n
+    S = _smoother(Psi, ridge)
+    evals, evecs = scipy.linalg.eig((H @ K).numpy(), ((H - S) @ K + n * eta * torch.eye(n, dtype=K.dtype)).numpy())
+    order = np.argsort(-evals.real)[:m]
+    assert np.allclose(evals[order].imag, 0.0, atol=1e-8)
+    np.testing.assert_allclose(sub.eigenvalues.numpy(), evals[order].real, rtol=1e-6)
+    P_dense = H @ K @ torch.as_tensor(evecs[:, order].real)
+    P_ours = (f.features - f.features.mean(0)) @ sub.coef
+    assert _span_cosines(P_ours, P_dense).min() > 1 - 1e-7
+    # eq. (7) literally for the slicing case: A = K [I - diag(1 1^T / n_h)] K
+    if response == "slices":
+        labels = Psi.argmax(1)
+        D = (labels[:, None] == labels[None, :]).to(K.dtype) / torch.bincount(labels)[labels][None, :]
+        A = K @ (torch.eye(n, dtype=K.dtype) - D) @ K
+        C = K @ H @ K
+        # same functions: v = Phi^T W for W = Phi (Phi^T Phi)^-1 v
+        Phi = f.features
+        W = Phi @ torch.linalg.solve(Phi.T @ Phi, sub.coef)
+        g_dense = subspace_log_likelihood(W, A, C, n * eta * K, n)
+        g_reduced = subspace_log_likelihood(sub.coef, A_v, C_v, n * eta * torch.eye(f.rank, dtype=K.dtype), n)
+        assert torch.isclose(g_dense, g_reduced, rtol=1e-6)
 
 
-def test_g_h_is_invariant_to_change_of_basis():
+def test_leading_eigenvectors_maximise_g_h():
+    """Lemma 1: no other subspace scores higher under the SDR log-likelihood (6)."""
     X, y = _data()
+    n, eta = len(y), 1e-3
     f = pivoted_cholesky(X, 1.5)
-    C_r, A_r = reduced_pencil(f.U, f.eigenvalues, kernel_response_features(y, 0.5), 1e-3)
-    res = sdr_subspace(C_r, A_r, rank=3, eta=1e-2)
-    T = torch.tensor([[2.0, 0.3, -1.0], [0.0, 1.0, 0.5], [1.0, -2.0, 3.0]], dtype=torch.float64)
-    g1 = subspace_log_likelihood(res.coef, A_r, C_r, res.eta_abs, len(y))
-    g2 = subspace_log_likelihood(res.coef @ T, A_r, C_r, res.eta_abs, len(y))
-    assert torch.isclose(g1, g2, rtol=1e-9)
+    C_v, A_v = reduced_pencil(f.features, kernel_response_features(y, 0.5), 1e-3)
+    sub = sdr_subspace(C_v, A_v, 3, eta, n)
+    R = n * eta * torch.eye(f.rank, dtype=C_v.dtype)
+    g_star = subspace_log_likelihood(sub.coef, A_v, C_v, R, n)
+    for seed in range(5):
+        V = torch.randn(f.rank, 3, generator=torch.Generator().manual_seed(seed), dtype=C_v.dtype)
+        assert subspace_log_likelihood(V, A_v, C_v, R, n) < g_star
+        # a small rotation out of the optimum also scores lower
+        assert subspace_log_likelihood(sub.coef + 1e-3 * V, A_v, C_v, R, n) < g_star
+
+
+def test_g_h_depends_only_on_the_functions():
+    """g_H(B) is a function of B = phi W: invariant to W -> W T and to W -> W + N with K N = 0.
+
+    A linear kernel K = X X^T with n > p has a null space. The ridge of eq. (6) printed
+    as W^T (A + eta I) W (coefficient space) changes under W + N; the operator ridge
+    W^T (A + n eta K) W does not.
+    """
+    g = torch.Generator().manual_seed(1)
+    n, p, eta = 40, 3, 1e-2
+    X = torch.randn(n, p, generator=g, dtype=torch.float64)
+    y = X[:, 0] + 0.3 * X[:, 1] ** 2
+    K = X @ X.T
+    H = torch.eye(n, dtype=X.dtype) - 1.0 / n
+    S = _smoother(slice_features(y, 4), 0.0)
+    A, C = K @ (H - S) @ K, K @ H @ K
+    W = torch.randn(n, 2, generator=g, dtype=X.dtype)
+    N = (torch.eye(n, dtype=X.dtype) - X @ torch.linalg.pinv(X)) @ torch.randn(n, 2, generator=g, dtype=X.dtype)
+    assert float((K @ N).abs().max()) < 1e-10
+    T = torch.tensor([[2.0, 0.3], [-1.0, 1.0]], dtype=X.dtype)
+    g0 = subspace_log_likelihood(W, A, C, n * eta * K, n)
+    assert torch.isclose(subspace_log_likelihood(W @ T, A, C, n * eta * K, n), g0, rtol=1e-9)
+    assert torch.isclose(subspace_log_likelihood(W + N, A, C, n * eta * K, n), g0, rtol=1e-9)
+    coefficient_ridge = n * eta * torch.eye(n, dtype=X.dtype)
+    g_coef = subspace_log_likelihood(W, A, C, coefficient_ridge, n)
+    assert not torch.isclose(subspace_log_likelihood(W + N, A, C, coefficient_ridge, n), g_coef, rtol=1e-3)
+
+
+def test_linear_kernel_is_ridge_regularised_sir():
+    """With phi(x) = x the pencil is SIR with the ridge on the covariance operator.
+
+    var(x) b = lam (E var(x | y) + eta I) b in R^p (Li 1991, Theorem 1 of the paper),
+    with the sample (1/n) covariances.
+    """
+    g = torch.Generator().manual_seed(2)
+    n, p, eta = 300, 5, 0.05
+    X = torch.randn(n, p, generator=g, dtype=torch.float64) * torch.tensor([1.0, 2.0, 0.5, 1.0, 3.0])
+    y = X[:, 0] - X[:, 1] + 0.2 * torch.randn(n, generator=g, dtype=torch.float64)
+    Psi = slice_features(y, 6)
+    C_v, A_v = reduced_pencil(X, Psi)
+    sub = sdr_subspace(C_v, A_v, 2, eta, n)
+    Xc = X - X.mean(0)
+    cov = Xc.T @ Xc / n
+    labels = Psi.argmax(1)
+    within = sum(
+        float((labels == h).sum()) / n * torch.cov((X[labels == h]).T, correction=0) for h in labels.unique()
+    )
+    evals, evecs = scipy.linalg.eigh(cov.numpy(), (within + eta * torch.eye(p, dtype=X.dtype)).numpy())
+    np.testing.assert_allclose(sub.eigenvalues.numpy(), evals[::-1][:2], rtol=1e-8)
+    assert _span_cosines(sub.coef, torch.as_tensor(evecs[:, ::-1][:, :2].copy())).min() > 1 - 1e-10
 
 
 def test_sir_consistency_single_index_model():
@@ -98,13 +170,24 @@ def test_sir_consistency_single_index_model():
     b = b / b.norm()
     t = X @ b
     y = t + 0.3 * t**3 + 0.2 * torch.randn(n, generator=g, dtype=torch.float64)
-    # linear kernel K = X X^T = U S^2 U^T; an RKHS direction W maps to X^T W in R^p
-    U, S, Vh = torch.linalg.svd(X, full_matrices=False)
-    C_r, A_r = reduced_pencil(U, S**2, slice_features(y, 10))
-    res = sdr_subspace(C_r, A_r, rank=1, eta=1e-8)
-    direction = X.T @ (U @ res.coef[:, 0])
-    cos = abs(float(direction @ b)) / float(direction.norm())
-    assert cos > 0.99
+    # linear kernel K = X X^T: the features are X itself and v is the direction in R^p
+    C_v, A_v = reduced_pencil(X, slice_features(y, 10))
+    direction = sdr_subspace(C_v, A_v, 1, 1e-8, n).coef[:, 0]
+    assert abs(float(direction @ b)) / float(direction.norm()) > 0.99
+
+
+def test_pencil_solver_shares_work_between_etas_and_ranks_are_nested():
+    X, y = _data()
+    n = len(y)
+    f = pivoted_cholesky(X, 1.0)
+    C_v, A_v = reduced_pencil(f.features, kernel_response_features(y, 0.5), 1e-3)
+    solver = PencilSolver(C_v, A_v, n)
+    for eta in (1e-6, 1e-3, 1e-1):
+        # reference: Cholesky of A + n eta I and a full symmetric eigendecomposition
+        evals, evecs = scipy.linalg.eigh(C_v.numpy(), (A_v + n * eta * torch.eye(f.rank, dtype=A_v.dtype)).numpy())
+        five, two = solver.solve(5, eta), solver.solve(2, eta)
+        np.testing.assert_allclose(five.eigenvalues.numpy(), evals[::-1][:5], rtol=1e-7)
+        assert _span_cosines(five.coef[:, :2], two.coef).min() > 1 - 1e-8
 
 
 @pytest.mark.parametrize("n_slices", [3, 7])
@@ -125,11 +208,11 @@ def test_bad_inputs():
         kernel_response_features(y, 0.0)
     C = torch.eye(3, dtype=torch.float64)
     with pytest.raises(ValueError, match="rank"):
-        sdr_subspace(C, C, rank=4, eta=1e-3)
+        sdr_subspace(C, C, rank=4, eta=1e-3, n=10)
     with pytest.raises(ValueError, match="rank"):
-        sdr_subspace(C, C, rank=0, eta=1e-3)
+        sdr_subspace(C, C, rank=0, eta=1e-3, n=10)
     with pytest.raises(ValueError, match="eta"):
-        sdr_subspace(C, C, rank=1, eta=0.0)
+        sdr_subspace(C, C, rank=1, eta=0.0, n=10)
 
 
 def test_class_features_one_hot():

@@ -2,18 +2,35 @@ r"""scikit-learn estimators for subspace-induced GPs (Tan & Mukherjee).
 
 :class:`SIGPRegressor` and :class:`SIGPClassifier` fit the model
 
-.. math:: y = c + Z\alpha + K W \bar\beta + \gamma, \quad
+.. math:: y = c + Z\alpha + H K W \bar\beta + \gamma, \quad
           \bar\beta \sim N(0, \Sigma_\beta), \quad \gamma \sim N(0, \sigma^2 I),
 
-with :math:`W` the rank-:math:`m` SDR subspace of the RBF RKHS (eqs. 6–7),
-:math:`\Sigma_\beta, \sigma^2` and the penalised mean by EM (Algorithm 1,
-eqs. 9–14) and predictions from Sec. 5. Hyper-parameters given as ``"auto"``
-or as a list are chosen by K-fold cross-validation on the training data
-(:mod:`hdgp.sigp.cv`); a single value fixes them.
+with :math:`W` the rank-:math:`m` SDR subspace of the RBF RKHS (eqs. 6–7, with
+the ridge on the conditional covariance operator, see :mod:`hdgp.sigp.subspace`),
+:math:`\Sigma_\beta, \sigma^2` by maximum marginal likelihood (Algorithm 1,
+eqs. 9–14; in closed form for the default constant mean,
+:func:`hdgp.sigp.em.fit_constant_mean`) and predictions from Sec. 5.
+Hyper-parameters given as ``"auto"`` or as a list are chosen by K-fold
+cross-validation on the training data (Sec. 6: "parameters ... obtained by
+cross-validation on the training data"; :mod:`hdgp.sigp.cv`); a single value
+fixes them.
 
-The default mean is linear in the standardised inputs with ridge penalty
-:math:`\lambda > 0`. (A mean spanning the same space as the random part with
-:math:`\lambda = 0`, as in the authors' code, collapses :math:`\hat\beta` to 0.)
+Recipe (defaults). The mean is the intercept only: all the signal is then
+carried by the random part :math:`HKW\bar\beta`, whose posterior mean is the
+least-squares fit on the :math:`m` SDR projections shrunk by
+:math:`1 - \hat\sigma^2/\lVert z\rVert^2`. (The authors' code uses
+:math:`\mu = c + HKW\alpha` with :math:`\lambda = 0`, which gives the same
+predictions but sends :math:`\hat\beta` to 0; a linear mean in :math:`x`,
+``mean="linear"``, absorbs what a nearly linear kernel would explain and also
+starves :math:`\hat\beta`.) The response kernel of the kernel SDR estimate has
+the authors' defaults: bandwidth :math:`\mathrm{sd}(y)` in
+:math:`\exp(-(y - y')^2/b^2)` (``y_bandwidth = 1/\sqrt 2`` in our
+:math:`\exp(-(y-y')^2/(2\ell_y^2))` convention) and smoother ridge
+:math:`\varepsilon = 10^{-4}`. Cross-validation covers the RBF length-scale,
+:math:`\eta` and, with ``rank="auto"``, :math:`m`; an integer ``cv`` means
+scikit-learn's ``KFold`` / ``StratifiedKFold`` without shuffling (as in
+``GridSearchCV``; ``random_state`` shuffles), so ordered data are validated on
+contiguous blocks.
 """
 
 from __future__ import annotations
@@ -38,14 +55,20 @@ from ..sigp.subspace import class_features, kernel_response_features, slice_feat
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
 
-#: Ridge epsilon of the kernel estimate of E var(phi(x) | y) (hdgp.sigp.subspace).
-_RESPONSE_RIDGE = 1e-3
+#: Ridge epsilon of the kernel estimate of E var(phi(x) | y) (hdgp.sigp.subspace); the
+#: authors' default eta1 = 1e-4.
+_RESPONSE_RIDGE = 1e-4
+#: Response-kernel bandwidth in sd(y): the authors' exp(-(y - y')^2 / sd(y)^2).
+_Y_BANDWIDTH = 1.0 / math.sqrt(2.0)
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
-    "lengthscale": (0.5, 1.0, 2.0),  # times sqrt(number of features)
-    "eta": (1e-5, 1e-3, 1e-1),
+    # times sqrt(number of features): from very local (k ~ e^-4 between typical points)
+    # to nearly polynomial (the authors' housing demo uses ~100 sqrt(p))
+    "lengthscale": (0.5, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0),
+    # ridge of the covariance operator, in units of the kernel variance (tr var(phi) <= 1)
+    "eta": (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
     "mean_penalty": (0.1, 1.0, 10.0),
-    "y_bandwidth": (0.25, 1.0),
+    "y_bandwidth": (0.25, 0.5, 1.0),
 }
 
 
@@ -85,8 +108,10 @@ class _SIGPBase(BaseEstimator):
             raise ValueError(f"SIGP needs at least 3 samples to fit; got n_samples = {n}.")
         if self.mean not in ("linear", "constant"):
             raise ValueError(f"mean must be 'linear' or 'constant'; got {self.mean!r}.")
-        if not (isinstance(self.cv, numbers.Integral) and self.cv >= 2):
-            raise ValueError(f"cv must be an integer >= 2; got {self.cv!r}.")
+        if not ((isinstance(self.cv, numbers.Integral) and self.cv >= 2) or hasattr(self.cv, "split")):
+            raise ValueError(
+                f"cv must be an integer >= 2 or a scikit-learn cross-validation splitter; got {self.cv!r}."
+            )
         for name in ("max_iter", "cv_max_iter"):
             value = getattr(self, name)
             if not (isinstance(value, numbers.Integral) and value >= 1):
@@ -117,7 +142,8 @@ class _SIGPBase(BaseEstimator):
             lengthscales=_candidates("lengthscale", self.lengthscale, math.sqrt(p)),
             etas=_candidates("eta", self.eta),
             ranks=[m for m in _candidates("rank", self.rank) if m < n],
-            mean_penalties=_candidates("mean_penalty", self.mean_penalty),
+            # the penalty of eq. (14) only exists for the linear mean
+            mean_penalties=_candidates("mean_penalty", self.mean_penalty) if self.mean == "linear" else [None],
         )
         options = dict(
             mean=self.mean,
@@ -130,8 +156,10 @@ class _SIGPBase(BaseEstimator):
         if all(len(v) == 1 for v in grid.values()) and len(responses) == 1:
             self.best_params_ = dict(
                 lengthscale=grid["lengthscales"][0], response=responses[0][0], eta=grid["etas"][0],
-                rank=grid["ranks"][0], mean_penalty=grid["mean_penalties"][0],
+                rank=grid["ranks"][0],
             )
+            if self.mean == "linear":
+                self.best_params_["mean_penalty"] = grid["mean_penalties"][0]
             self.cv_scores_ = {}
         else:
             cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
@@ -142,7 +170,7 @@ class _SIGPBase(BaseEstimator):
         chosen = [r for r in responses if r[0] == best["response"]]
         fits = fit_grid(
             X, Y, chosen, lengthscales=[best["lengthscale"]], etas=[best["eta"]],
-            ranks=[best["rank"]], mean_penalties=[best["mean_penalty"]], **options,
+            ranks=[best["rank"]], mean_penalties=[best.get("mean_penalty")], **options,
         )
         try:
             _, self.model_ = next(fits)
@@ -190,42 +218,51 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         Subspace rank :math:`m` (``"auto"``: CV over 1, 2, 3, 5, 10).
     subspace : {"kernel", "slicing"}, default="kernel"
         Estimate of :math:`E\,\mathrm{var}(\phi(x)\mid y)` in eq. (7): an RBF kernel on
-        :math:`y` (conditional covariance operator) or ``n_slices`` slices of sorted y (SIR).
-    mean : {"linear", "constant"}, default="linear"
-        Mean :math:`\mu = c + X\alpha` (ridge, eq. 14 with :math:`Z = X, H = pI`) or :math:`c`.
+        :math:`y` (conditional covariance operator, the authors' default) or
+        ``n_slices`` slices of sorted y (SIR).
+    mean : {"constant", "linear"}, default="constant"
+        Mean :math:`\mu = c` (covariance parameters in closed form) or
+        :math:`\mu = c + X\alpha` (ridge, eq. 14 with :math:`Z = X, H = pI`, by EM).
     lengthscale : float, list or "auto", default="auto"
-        RBF length-scale on standardised inputs (``"auto"``: CV over
-        :math:`\sqrt p\times(0.5, 1, 2)`).
+        RBF length-scale :math:`\ell` of :math:`\exp(-\lVert x - x'\rVert^2/2\ell^2)` on
+        standardised inputs (``"auto"``: CV over :math:`\sqrt p\times(0.5, 1, 2, 4, 8,
+        16, 32)`).
     eta : float, list or "auto", default="auto"
-        Relative regulariser :math:`\eta` of eq. (6) (``"auto"``: 1e-5, 1e-3, 1e-1).
+        Ridge :math:`\eta` of the conditional covariance operator in eq. (6),
+        :math:`\hat E\,\mathrm{var}(\phi\mid y) + \eta I` (``"auto"``: CV over
+        :math:`10^{-7}, \dots, 10^{-1}`).
     mean_penalty : float, list or "auto", default="auto"
         :math:`\lambda` of eq. (14) with :math:`H = pI` on standardised inputs and
         target, so :math:`1/\lambda` is the prior variance of the linear mean at a
-        point (``"auto"``: 0.1, 1, 10).
-    y_bandwidth : float, list or "auto", default="auto"
-        Bandwidth of the response kernel in standard deviations of y (``subspace="kernel"``).
+        point (``"auto"``: 0.1, 1, 10). Used only with ``mean="linear"``.
+    y_bandwidth : float, list or "auto", default=1/sqrt(2)
+        Length-scale :math:`\ell_y` of the response kernel in standard deviations of
+        y (``subspace="kernel"``; the default is the authors' ``ykpar = std(y)``;
+        ``"auto"``: CV over 0.25, 0.5, 1).
     n_slices : int, default=10
         Number of slices (``subspace="slicing"``).
-    cv : int, default=5
-        Folds of the cross-validation.
+    cv : int or cross-validation splitter, default=5
+        An integer means ``KFold(cv)``: contiguous folds in the data order (as in
+        scikit-learn's ``GridSearchCV``) unless ``random_state`` is given.
     kernel_tol : float, default=1e-6
         Relative trace tolerance of the pivoted-Cholesky kernel factor.
     max_kernel_rank : int or None, default=1000
         Cap on the rank of the kernel factor (memory :math:`O(n \cdot` cap)).
     max_iter : int, default=2000
-        EM iterations of the final fit.
+        EM iterations of the final fit (``mean="linear"``).
     cv_max_iter : int, default=100
-        EM iterations of each cross-validation fit (scoring only needs the
-        predictions to settle, not the last digits of the likelihood).
+        EM iterations of each cross-validation fit (``mean="linear"``; scoring only
+        needs the predictions to settle, not the last digits of the likelihood).
     tol : float, default=1e-6
         EM stops when the penalised log-likelihood gains less than ``tol * n``.
-    random_state : int or None
-        Seed of the CV fold shuffling.
+    random_state : int or None, default=None
+        Seed for shuffling the folds of an integer ``cv``; ``None`` keeps the data
+        order (ignored when ``cv`` is a splitter).
 
     Attributes
     ----------
     model_ : hdgp.sigp.model.SIGPModel
-        Fitted subspace, kernel factor and EM results (standardised units).
+        Fitted subspace, kernel factor and covariance parameters (standardised units).
     best_params_ : dict
         Hyper-parameters used (chosen by CV when not fixed).
     cv_scores_ : dict
@@ -235,8 +272,15 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
     subspace_solver_ : str
         How the subspace was solved (low-rank factor and reduced eigenproblem).
     n_iter_ : int
+        EM iterations (1 for the constant mean: its maximiser is one closed-form step).
     log_likelihood_ : float
         Final penalised marginal log-likelihood of the standardised target.
+
+    References
+    ----------
+    Z. Tan and S. Mukherjee, "Subspace-Induced Gaussian Processes",
+    arXiv:1802.07528: eqs. (6)-(7) (subspace), Algorithm 1 and eqs. (9)-(14)
+    (EM and mean), Sec. 5 (prediction), Sec. 6 (cross-validated RBF parameters).
 
     Examples
     --------
@@ -244,8 +288,7 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
     >>> from hdgp.estimators import SIGPRegressor
     >>> X = np.random.default_rng(0).normal(size=(60, 3))
     >>> y = np.sin(X[:, 0]) + 0.1 * X[:, 1]
-    >>> model = SIGPRegressor(rank=2, lengthscale=1.0, eta=1e-3, mean_penalty=1.0,
-    ...                       y_bandwidth=0.5).fit(X, y)
+    >>> model = SIGPRegressor(rank=2, lengthscale=1.0, eta=1e-3).fit(X, y)
     >>> mean, std = model.predict(X[:2], return_std=True)
     >>> mean.shape, bool((std > 0).all())
     ((2,), True)
@@ -256,11 +299,11 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         rank="auto",
         *,
         subspace="kernel",
-        mean="linear",
+        mean="constant",
         lengthscale="auto",
         eta="auto",
         mean_penalty="auto",
-        y_bandwidth="auto",
+        y_bandwidth=_Y_BANDWIDTH,
         n_slices=10,
         cv=5,
         kernel_tol=1e-6,
@@ -320,7 +363,10 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
                 return [("slices", slice_features(Yf[:, 0], self.n_slices), 0.0)]
             return [(bw, kernel_response_features(Yf[:, 0], bw), _RESPONSE_RIDGE) for bw in bandwidths]
 
-        folds = list(KFold(self.cv, shuffle=True, random_state=self.random_state).split(X))
+        splitter = self.cv if hasattr(self.cv, "split") else KFold(
+            self.cv, shuffle=self.random_state is not None, random_state=self.random_state
+        )
+        folds = list(splitter.split(X, y))
         self._fit_sigp(Xs, Y, make_responses, _neg_mse, folds)
         self.noise_ = self.model_.fits[0].noise * self.y_scale_**2
         return self
@@ -350,18 +396,25 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
 class SIGPClassifier(ClassifierMixin, _SIGPBase):
     r"""SIGP classification by regressing ±1 codes (one-vs-rest for more than two classes).
 
-    The subspace is sliced on the classes (eq. 7 with :math:`n_h` the class sizes)
-    and shared by all classes; each class's ±1 code gets its own EM fit. The
-    decision is the sign of the latent mean (binary) or its arg-max.
+    The subspace is sliced on the classes (eq. 7 with :math:`n_h` the class sizes;
+    for two classes its leading direction is the regularised kernel Fisher
+    discriminant) and shared by all classes; each class's ±1 code gets its own
+    covariance fit, as the authors' code does for ±1 labels. The decision is the
+    sign of the latent mean (binary) or its arg-max.
     ``predict_proba`` is a softmax of the latent means with one temperature
     fitted by maximum likelihood on the leave-one-out latent means (the
     calibrated link; its arg-max equals ``predict``).
 
     Parameters
     ----------
-    rank, mean, lengthscale, eta, mean_penalty, cv, kernel_tol, max_kernel_rank, max_iter, cv_max_iter, tol, random_state
+    rank, mean, lengthscale, eta, mean_penalty, kernel_tol, max_kernel_rank, max_iter, cv_max_iter, tol
         As in :class:`SIGPRegressor`; CV minimises the squared error of the ±1
-        codes (a smooth proxy of accuracy with few ties) over stratified folds.
+        codes (a smooth proxy of accuracy with few ties).
+    cv : int or cross-validation splitter, default=5
+        An integer means ``StratifiedKFold(cv)`` (fewer folds if a class is smaller
+        than ``cv``), in the data order unless ``random_state`` is given.
+    random_state : int or None, default=None
+        Seed for shuffling the folds of an integer ``cv``.
 
     Attributes
     ----------
@@ -377,7 +430,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         self,
         rank="auto",
         *,
-        mean="linear",
+        mean="constant",
         lengthscale="auto",
         eta="auto",
         mean_penalty="auto",
@@ -427,10 +480,15 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
             labels = (Yf[:, 0] > 0).long() if Yf.shape[1] == 1 else Yf.argmax(1)
             return [("classes", class_features(labels), 0.0)]
 
-        n_splits = min(self.cv, int(np.bincount(codes).min()))
-        if n_splits < 2:
-            raise ValueError("Every class needs at least 2 samples for cross-validation.")
-        splitter = StratifiedKFold(n_splits, shuffle=True, random_state=self.random_state)
+        if hasattr(self.cv, "split"):
+            splitter = self.cv
+        else:
+            n_splits = min(self.cv, int(np.bincount(codes).min()))
+            if n_splits < 2:
+                raise ValueError("Every class needs at least 2 samples for cross-validation.")
+            splitter = StratifiedKFold(
+                n_splits, shuffle=self.random_state is not None, random_state=self.random_state
+            )
         self._fit_sigp(Xs, Y, make_responses, _neg_mse, list(splitter.split(X, codes)))
         self.temperature_ = self._fit_temperature(self._scores_matrix(self.model_.loo_mean(Y)), codes)
         return self

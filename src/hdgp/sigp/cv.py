@@ -65,12 +65,12 @@ def cross_validate(
     order: list[tuple] = []
     for train, val in folds:
         Xtr, Xva, Ytr, Yva = X[train], X[val], Y[train], Y[val]
-        factor, KU = None, None
+        factor, features = None, None
         for params, model in fit_grid(Xtr, Ytr, make_responses(Ytr), **grid):
-            if model.factor is not factor:  # one K(X_val, X) U per length-scale
+            if model.factor is not factor:  # one phi(X_val) per length-scale
                 factor = model.factor
-                KU = factor.cross_times_U(Xva, Xtr)
-            mean, _ = model.predict_from(KU, Xva)
+                features = model.features(Xva)
+            mean, _ = model.predict_from(features, Xva)
             key = _key(params)
             if key not in per_fold:
                 order.append(key)

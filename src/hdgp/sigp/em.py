@@ -1,7 +1,9 @@
 r"""EM for the SIGP covariance and the penalised mean function (Tan & Mukherjee, Sec. 4–5).
 
-Model (Sec. 4): :math:`y = D\theta + P\bar\beta + \gamma` with :math:`P = KW`
-(n×m), :math:`\bar\beta \sim N(0, \Sigma_\beta)`, :math:`\gamma \sim N(0,\sigma^2 I)`
+Model (Sec. 4): :math:`y = D\theta + P\bar\beta + \gamma` with :math:`P = HKW`
+(n×m, the projections on the subspace of the centred features, as
+:math:`\widehat{\mathrm{var}}(\phi(x))` of eq. 7 is centred),
+:math:`\bar\beta \sim N(0, \Sigma_\beta)`, :math:`\gamma \sim N(0,\sigma^2 I)`
 and the mean :math:`\mu = D\theta = c\mathbf 1 + Z\alpha` (the paper's
 :math:`\mu(Z) = Z\alpha + c\mathbf 1`). The marginal covariance is
 :math:`G = P\Sigma_\beta P^\top + \sigma^2 I` (eq. 13).
@@ -37,6 +39,11 @@ the penalised marginal log-likelihood
 .. math:: J = \log N(y; D\theta, G) - \tfrac\lambda2\,\alpha^\top H \alpha,
 
 so the recorded sequence of :math:`J` is non-decreasing.
+
+Constant mean in closed form. With :math:`\mu = c\mathbf 1` and centred
+:math:`P` (:math:`\mathbf 1^\top P = 0`) the maximiser of :math:`J` over
+:math:`(c, \Sigma_\beta, \sigma^2)`, the fixed point Algorithm 1 climbs to, is
+explicit (:func:`fit_constant_mean`), so no iteration is needed.
 """
 
 from __future__ import annotations
@@ -50,7 +57,7 @@ import torch
 
 from ..exceptions import ConvergenceWarning
 
-__all__ = ["EMResult", "fit_em", "initial_sigma_beta"]
+__all__ = ["EMResult", "fit_em", "fit_constant_mean", "initial_sigma_beta"]
 
 #: A fall of the EM objective by more than this times (|J| + n) is a breakdown, not round-off.
 _DIVERGENCE_RTOL = 1e-6
@@ -154,7 +161,7 @@ def fit_em(
     Parameters
     ----------
     P : torch.Tensor of shape (n, m)
-        Projected features :math:`KW`.
+        Centred projections :math:`HKW` (the EM itself does not need them centred).
     y : torch.Tensor of shape (n,)
     Z : torch.Tensor of shape (n, q)
         Mean-function design (``q`` may be 0: intercept only).
@@ -264,4 +271,101 @@ def fit_em(
         objective=objective,
         n_iter=it,
         converged=converged,
+    )
+
+
+def fit_constant_mean(P: torch.Tensor, y: torch.Tensor, *, min_noise: float = 1e-10) -> EMResult:
+    r"""Maximum of the marginal likelihood of :math:`y = c\mathbf 1 + P\bar\beta + \gamma` in closed form.
+
+    For centred :math:`P` (:math:`\mathbf 1^\top P = 0`) write :math:`P = QR` with
+    orthonormal :math:`Q` (n×k, k = rank P), :math:`r = y - \bar y\mathbf 1`,
+    :math:`z = Q^\top r` and :math:`e^2 = \lVert r\rVert^2 - \lVert z\rVert^2`. In the
+    coordinates :math:`z` the model is :math:`z \sim N(0, S + \sigma^2 I_k)` with
+    :math:`S = R\Sigma_\beta R^\top` free (positive semi-definite), the other
+    :math:`n - k` directions are pure noise, and :math:`\mathbf 1` carries no
+    variance beyond :math:`\sigma^2`. Hence :math:`\hat c = \bar y` (eq. 14 with
+    :math:`G^{-1}\mathbf 1 = \mathbf 1/\sigma^2`) and
+
+    .. math::
+        -2J = n\log 2\pi + \log\det(S + \sigma^2 I) + z^\top (S + \sigma^2 I)^{-1} z
+              + (n - k)\log\sigma^2 + e^2/\sigma^2,
+
+    which, over :math:`S \succeq 0` at fixed :math:`\sigma^2`, is minimised by the
+    rank-one :math:`S = (\lVert z\rVert^2 - \sigma^2)_+\, \hat u\hat u^\top`,
+    :math:`\hat u = z/\lVert z\rVert`. Minimising the remaining function of
+    :math:`\sigma^2`:
+
+    * if :math:`(n - 1)\lVert z\rVert^2 > e^2`: :math:`\hat\sigma^2 = e^2/(n - 1)` and
+      :math:`J = -\tfrac12[n\log 2\pi + \log\lVert z\rVert^2 + (n-1)\log\hat\sigma^2 + n]`;
+    * otherwise :math:`\hat S = 0`, :math:`\hat\sigma^2 = \lVert r\rVert^2/n` and
+      :math:`J = -\tfrac12[n\log 2\pi + n\log\hat\sigma^2 + n]`.
+
+    This is the unique maximiser, so it is the limit of Algorithm 1 (whose
+    approach to the rank-one :math:`\Sigma_\beta` on the boundary is slow). The
+    posterior of :math:`\bar\beta` (eqs. 9-10) then has mean
+    :math:`\hat\beta = R^{+}(1 - \hat\sigma^2/\lVert z\rVert^2) z`, i.e. the
+    least-squares fit of :math:`r` on :math:`P` shrunk by
+    :math:`1 - \hat\sigma^2/\lVert z\rVert^2`, and covariance
+    :math:`\hat S_\beta = R^{+}\,\hat\sigma^2(1 - \hat\sigma^2/\lVert z\rVert^2)\,
+    \hat u\hat u^\top R^{+\top}`. Cost :math:`O(n m^2)`.
+
+    Parameters
+    ----------
+    P : torch.Tensor of shape (n, m)
+        Centred projections :math:`HKW`.
+    y : torch.Tensor of shape (n,)
+    min_noise : float
+        Floor on :math:`\sigma^2` relative to the variance of :math:`y`.
+
+    Returns
+    -------
+    EMResult
+        With ``n_iter = 1`` (one closed-form step) and ``converged = True``.
+
+    Raises
+    ------
+    ValueError
+        If the columns of ``P`` are not centred.
+    """
+    n, m = P.shape
+    scale = float(P.abs().max()) if P.numel() else 0.0
+    if P.numel() and float(P.sum(0).abs().max()) > 1e-8 * n * max(scale, 1e-300):
+        raise ValueError("fit_constant_mean needs centred projections P (1^T P = 0); centre P first.")
+    dtype, device = P.dtype, P.device
+    c = y.mean()
+    r = y - c
+    r2 = float(r @ r)
+    var_y = max(r2 / n, torch.finfo(dtype).tiny)
+    U, s, Vh = torch.linalg.svd(P, full_matrices=False)
+    top = float(s[0]) if s.numel() else 0.0
+    keep = s > top * 1e-10 if top > 0 else torch.zeros_like(s, dtype=torch.bool)
+    U, s, Vh = U[:, keep], s[keep], Vh[keep]
+    z = U.T @ r
+    z2 = float(z @ z)
+    e2 = max(r2 - z2, 0.0)
+    log2pi = math.log(2.0 * math.pi)
+    beta = P.new_zeros(m)
+    post_sqrt = P.new_zeros(m, m)
+    sigma_beta = P.new_zeros(m, m)
+    if z2 > 0 and (n - 1) * z2 > e2:
+        noise = max(e2 / (n - 1), min_noise * var_y)
+        shrink = max(1.0 - noise / z2, 0.0)
+        u = z / math.sqrt(z2)
+        to_beta = Vh.T / s  # R^+ in the SVD basis: P^+ = V s^-1 U^T
+        beta = to_beta @ (shrink * z)
+        post_sqrt[:, 0] = to_beta @ (math.sqrt(noise * shrink) * u)
+        sigma_beta = torch.outer(to_beta @ u, to_beta @ u) * (z2 - noise)
+        value = -0.5 * (n * log2pi + math.log(z2) + (n - 1) * math.log(noise) + 1.0 + e2 / noise)
+    else:
+        noise = max(r2 / n, min_noise * var_y)
+        value = -0.5 * (n * log2pi + n * math.log(noise) + r2 / noise)
+    return EMResult(
+        sigma_beta=sigma_beta,
+        noise=noise,
+        theta=torch.stack([c]).to(dtype=dtype, device=device),
+        beta=beta,
+        post_cov_sqrt=post_sqrt,
+        objective=[float(value)],
+        n_iter=1,
+        converged=True,
     )

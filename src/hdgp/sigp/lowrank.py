@@ -1,23 +1,31 @@
-r"""RBF kernel and its pivoted-Cholesky (Nyström) factor, the RKHS basis of SIGP.
+r"""RBF kernel and its pivoted-Cholesky (Nyström) feature map, the RKHS basis of SIGP.
 
 SIGP (Tan & Mukherjee) only ever needs the kernel matrix through products with
-thin matrices, so the kernel is represented by a rank-:math:`r` factor
+thin matrices, so the kernel is represented by explicit features
 
-.. math:: K \approx F F^\top = U \Lambda U^\top, \qquad F \in \mathbb{R}^{n\times r},
+.. math:: K \approx \Phi\Phi^\top, \qquad \Phi \in \mathbb{R}^{n\times r},
 
-obtained by greedy pivoted Cholesky. It stops when the trace of the residual
-:math:`\operatorname{tr}(K - FF^\top)` falls below ``tol * tr(K)``, so it is exact
-(``r = n``) in the limit ``tol -> 0`` and costs :math:`O(n r^2 + n r p)` time and
-:math:`O(nr)` memory: no :math:`n\times n` (or :math:`p\times p`) matrix is formed.
-A new point :math:`x` gets its factor row :math:`f(x) = L_{pp}^{-1} k(X_{\text{piv}}, x)`
-(the Nyström extension), so :math:`k(x, X) \approx f(x)^\top F^\top` exactly
-consistent with the training factor.
+the greedy pivoted-Cholesky factor. It stops when the trace of the residual
+:math:`\operatorname{tr}(K - \Phi\Phi^\top)` falls below ``tol * tr(K)``, so it is
+exact (``r = n``) in the limit ``tol -> 0`` and costs :math:`O(n r^2 + n r p)` time
+and :math:`O(nr)` memory: no :math:`n\times n` (or :math:`p\times p`) matrix is formed.
+
+:math:`\Phi` is a finite-dimensional feature map of the training span of the
+RKHS: a function :math:`f = \sum_i W_{ij}\phi(x_i)` has coordinates
+:math:`v = \Phi^\top W` and :math:`\lVert f\rVert_{\mathcal H}^2 = W^\top K W = v^\top v`
+(any factor with :math:`K = \Phi\Phi^\top` has this property; orthogonal columns
+are not needed). A new point gets :math:`\phi(x) = L_{pp}^{-1} k(X_{\text{piv}}, x)`
+(the Nyström extension, :math:`L_{pp}` the factor's rows at the pivots), so
+:math:`k(x, X) \approx \phi(x)^\top\Phi^\top`, exactly consistent with the training
+factor (:math:`\phi(x_i) = \Phi_{i:}`).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 __all__ = ["rbf_kernel", "KernelFactor", "pivoted_cholesky"]
@@ -49,45 +57,37 @@ def rbf_kernel(X1: torch.Tensor, X2: torch.Tensor, lengthscale: float) -> torch.
 
 @dataclass
 class KernelFactor:
-    r"""Low-rank eigen-representation :math:`K \approx U \Lambda U^\top` of a kernel matrix.
+    r"""Feature representation :math:`K \approx \Phi\Phi^\top` of a kernel matrix.
 
     Attributes
     ----------
-    U : torch.Tensor of shape (n, r)
-        Orthonormal eigenvectors of the approximated kernel matrix.
-    eigenvalues : torch.Tensor of shape (r,)
-        Positive eigenvalues :math:`\Lambda`.
-    pivots : torch.Tensor of shape (r_piv,)
-        Indices of the training points chosen as pivots.
-    L_pp : torch.Tensor of shape (r_piv, r_piv)
-        Lower-triangular Cholesky factor of :math:`K` on the pivots.
-    to_eigen : torch.Tensor of shape (r_piv, r)
-        Map from Cholesky factor rows to the eigen-basis:
-        :math:`K(x, X) U \approx f(x)^\top` ``to_eigen``.
+    features : torch.Tensor of shape (n, r)
+        :math:`\Phi`, the pivoted-Cholesky factor.
+    pivots : torch.Tensor of shape (r,)
+        Indices of the training points chosen as pivots, in order.
+    L_pp : torch.Tensor of shape (r, r)
+        Lower-triangular Cholesky factor of :math:`K` on the pivots (:math:`\Phi` at the pivot rows).
     residual : float
-        Relative trace error :math:`\operatorname{tr}(K - FF^\top)/\operatorname{tr}K`.
+        Relative trace error :math:`\operatorname{tr}(K - \Phi\Phi^\top)/\operatorname{tr}K`.
     lengthscale : float
         RBF length-scale used.
     """
 
-    U: torch.Tensor
-    eigenvalues: torch.Tensor
+    features: torch.Tensor
     pivots: torch.Tensor
     L_pp: torch.Tensor
-    to_eigen: torch.Tensor
     residual: float
     lengthscale: float
 
     @property
     def rank(self) -> int:
         """Rank :math:`r` of the factor."""
-        return int(self.eigenvalues.shape[0])
+        return int(self.features.shape[1])
 
-    def cross_times_U(self, X_new: torch.Tensor, X_train: torch.Tensor) -> torch.Tensor:
-        r"""Nyström product :math:`K(X_*, X)\,U` of shape (t, r), cost :math:`O(t r p + t r^2)`."""
+    def features_at(self, X_new: torch.Tensor, X_train: torch.Tensor) -> torch.Tensor:
+        r"""Nyström features :math:`\phi(X_*)` of shape (t, r), cost :math:`O(t r p + t r^2)`."""
         k_piv = rbf_kernel(X_train[self.pivots], X_new, self.lengthscale)
-        f_new = torch.linalg.solve_triangular(self.L_pp, k_piv, upper=False)
-        return f_new.T @ self.to_eigen
+        return torch.linalg.solve_triangular(self.L_pp, k_piv, upper=False).T
 
 
 def pivoted_cholesky(
@@ -97,12 +97,15 @@ def pivoted_cholesky(
     tol: float = 1e-8,
     max_rank: int | None = None,
 ) -> KernelFactor:
-    r"""Greedy pivoted Cholesky of the RBF kernel matrix of ``X``, then its thin SVD.
+    r"""Greedy pivoted Cholesky :math:`K \approx \Phi\Phi^\top` of the RBF kernel matrix of ``X``.
 
     Each step picks the point with the largest residual diagonal
-    :math:`d_i = K_{ii} - \lVert F_{i:}\rVert^2`, computes one kernel column and
-    appends :math:`(K_{:i} - F F_{i:}^\top)/\sqrt{d_i}`. The thin SVD
-    :math:`F = U S V^\top` then gives :math:`K \approx U S^2 U^\top`.
+    :math:`d_i = K_{ii} - \lVert \Phi_{i:}\rVert^2`, computes one kernel column and
+    appends :math:`(K_{:i} - \Phi \Phi_{i:}^\top)/\sqrt{d_i}`. Every pivot has
+    :math:`d_i \ge \operatorname{tr}(K - \Phi\Phi^\top)/n > ` ``tol``, so the factor is
+    well conditioned. The loop runs in NumPy on inputs centred once (squared distances by
+    :math:`\lVert a\rVert^2 + \lVert b\rVert^2 - 2a^\top b` lose no precision far from
+    the origin), one :math:`O(np + nk)` column per step.
 
     Parameters
     ----------
@@ -119,33 +122,35 @@ def pivoted_cholesky(
     """
     n = X.shape[0]
     max_rank = n if max_rank is None else min(int(max_rank), n)
-    d = torch.ones(n, dtype=X.dtype, device=X.device)  # unit-variance RBF diagonal
-    F = X.new_zeros(n, max_rank)
+    Xc = X.detach().cpu().numpy().astype(np.float64)
+    Xc = Xc - Xc.mean(0)
+    sq = np.einsum("ij,ij->i", Xc, Xc)
+    scale = -0.5 / float(lengthscale) ** 2
+    d = np.ones(n)  # unit-variance RBF diagonal
+    F = np.zeros((max_rank, n))  # rows are the columns of the factor (contiguous updates)
     pivots = []
     total = float(n)
+    trace = total
     k = 0
     while k < max_rank:
-        i = int(torch.argmax(d))
-        if float(d.sum()) <= tol * total or float(d[i]) <= 0.0:
+        i = int(np.argmax(d))
+        if trace <= tol * total or d[i] <= 0.0:
             break
-        col = rbf_kernel(X, X[i : i + 1], lengthscale).squeeze(1) - F[:, :k] @ F[i, :k]
-        F[:, k] = col / d[i].sqrt()
-        d = (d - F[:, k] ** 2).clamp_min(0.0)
+        dist = np.maximum(sq + sq[i] - 2.0 * (Xc @ Xc[i]), 0.0)
+        col = np.exp(scale * dist) - F[:k, i] @ F[:k]
+        F[k] = col / math.sqrt(d[i])
+        d -= F[k] ** 2
+        np.maximum(d, 0.0, out=d)
         d[i] = 0.0
+        trace = float(d.sum())
         pivots.append(i)
         k += 1
-    F = F[:, :k]
+    F = torch.as_tensor(F[:k].T.copy(), dtype=X.dtype, device=X.device)
     piv = torch.tensor(pivots, dtype=torch.long, device=X.device)
-    U, S, Vh = torch.linalg.svd(F, full_matrices=False)
-    keep = S > S[0] * 1e-12 if k else S > 0
-    U, S, V = U[:, keep], S[keep], Vh[keep].T
-    # K(x, X) U = f(x)^T F^T U = f(x)^T V S
     return KernelFactor(
-        U=U,
-        eigenvalues=S**2,
+        features=F,
         pivots=piv,
         L_pp=torch.tril(F[piv]),
-        to_eigen=V * S,
-        residual=float(d.sum()) / total,
+        residual=trace / total,
         lengthscale=float(lengthscale),
     )

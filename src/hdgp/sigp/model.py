@@ -1,7 +1,9 @@
 r"""A fitted SIGP and the grid of fits that shares work between hyper-parameters.
 
-Prediction (Tan & Mukherjee, Sec. 5) at test inputs :math:`X_t`, with
-:math:`P_t = K(X_t, X) W` and the posterior :math:`N(\hat\beta, \hat S)` of
+Prediction (Tan & Mukherjee, Sec. 5) at test inputs :math:`X_t`, with the
+centred projections :math:`P_t = (K(X_t, X) - \mathbf 1\bar k^\top) W`
+(:math:`\bar k = K\mathbf 1/n`, the training mean embedding, the same centring
+as :math:`P = HKW`) and the posterior :math:`N(\hat\beta, \hat S)` of
 :math:`\bar\beta` (eqs. 9-10):
 
 .. math::
@@ -13,8 +15,15 @@ which is the paper's diagonal formula
 :math:`\lVert [P_{X_t}(\sigma^{-2}P_X^\top P_X + I)^{-1/2}]_{i:}\rVert^2 + \sigma^2`
 with :math:`P_Z = K(Z, X) W\Sigma_\beta^{1/2}`, since
 :math:`\hat S = \Sigma_\beta^{1/2}(I + \sigma^{-2}\Sigma_\beta^{1/2}P^\top P
-\Sigma_\beta^{1/2})^{-1}\Sigma_\beta^{1/2}`. Cost :math:`O(t\,r\,(p + m))` with
-the rank-:math:`r` kernel factor.
+\Sigma_\beta^{1/2})^{-1}\Sigma_\beta^{1/2}`. With the features of
+:mod:`hdgp.sigp.lowrank`, :math:`K(X_t, X)W = \phi(X_t)v`, so the cost is
+:math:`O(t\,r\,(p + m))`.
+
+Centring the projections changes nothing for a flat prior on the intercept
+:math:`c` (:math:`c\mathbf 1 + KW\bar\beta` and :math:`c'\mathbf 1 + HKW\bar\beta`
+describe the same functions); it makes :math:`c` orthogonal to the random part,
+so that its maximum-likelihood value is :math:`\bar y` and the variance
+parameters are estimated as with :math:`c` integrated out.
 """
 
 from __future__ import annotations
@@ -24,9 +33,9 @@ from itertools import product
 
 import torch
 
-from .em import EMResult, fit_em
+from .em import EMResult, fit_constant_mean, fit_em
 from .lowrank import KernelFactor, pivoted_cholesky
-from .subspace import reduced_pencil, sdr_subspace
+from .subspace import PencilSolver, reduced_pencil
 
 __all__ = ["SIGPModel", "linear_mean_basis", "fit_grid"]
 
@@ -50,12 +59,15 @@ def linear_mean_basis(X: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class SIGPModel:
-    """SIGP fitted to one or more targets that share the subspace :math:`W = U z`.
+    r"""SIGP fitted to one or more targets that share the subspace :math:`KW = \Phi v`.
 
     Attributes
     ----------
     factor : KernelFactor
     coef : torch.Tensor of shape (r, m)
+        Feature coordinates :math:`v` of the basis functions.
+    feature_mean : torch.Tensor of shape (r,)
+        Mean training feature :math:`\Phi^\top\mathbf 1/n` (centring of the projections).
     fits : list of EMResult, one per target column
     X_train : torch.Tensor of shape (n, p)
     mean_basis : torch.Tensor of shape (p, q) (q = 0: constant mean)
@@ -63,19 +75,24 @@ class SIGPModel:
 
     factor: KernelFactor
     coef: torch.Tensor
+    feature_mean: torch.Tensor
     fits: list[EMResult]
     X_train: torch.Tensor
     mean_basis: torch.Tensor
 
+    def features(self, X_new: torch.Tensor) -> torch.Tensor:
+        r""":math:`\phi(X_t)`, shape (t, r); reusable across models sharing the factor."""
+        return self.factor.features_at(X_new, self.X_train)
+
     def projected(self, X_new: torch.Tensor) -> torch.Tensor:
-        """:math:`P_t = K(X_t, X) W`, shape (t, m)."""
-        return self.factor.cross_times_U(X_new, self.X_train) @ self.coef
+        """Centred projections :math:`P_t`, shape (t, m)."""
+        return (self.features(X_new) - self.feature_mean) @ self.coef
 
     def predict_from(
-        self, KU_new: torch.Tensor, X_new: torch.Tensor
+        self, features_new: torch.Tensor, X_new: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Mean and variance (t, k) given the precomputed :math:`K(X_t, X)U`."""
-        P_t = KU_new @ self.coef
+        r"""Mean and variance (t, k) given the precomputed :math:`\phi(X_t)`."""
+        P_t = (features_new - self.feature_mean) @ self.coef
         Z_t = X_new @ self.mean_basis
         means, variances = [], []
         for fit in self.fits:
@@ -85,7 +102,7 @@ class SIGPModel:
 
     def predict(self, X_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Predictive mean and variance of y (Sec. 5), each of shape (t, k)."""
-        return self.predict_from(self.factor.cross_times_U(X_new, self.X_train), X_new)
+        return self.predict_from(self.features(X_new), X_new)
 
     def loo_mean(self, Y: torch.Tensor) -> torch.Tensor:
         r"""Leave-one-out predictive means :math:`y_i - [G^{-1}r]_i / [G^{-1}]_{ii}` (n, k).
@@ -93,7 +110,7 @@ class SIGPModel:
         The mean parameters are held at their full-data values; :math:`G^{-1}` in
         Woodbury form (eq. 13), :math:`O(n m^2)`.
         """
-        P = self.factor.U @ (self.factor.eigenvalues[:, None] * self.coef)
+        P = (self.factor.features - self.feature_mean) @ self.coef
         Z = self.X_train @ self.mean_basis
         out = []
         for k, fit in enumerate(self.fits):
@@ -123,10 +140,12 @@ def fit_grid(
 ):
     """Fit SIGP for every hyper-parameter combination, sharing the expensive stages.
 
-    The kernel factor is computed once per length-scale, the pencil (eq. 7) once
-    per response estimate, the eigenvectors once per ``eta`` (the leading ``m``
-    are nested, so all ranks come from one solve) and EM (Alg. 1) per
-    ``(rank, mean_penalty)``.
+    The kernel features are computed once per length-scale, the pencil (eq. 7)
+    once per response estimate, the eigenvectors once per ``eta`` (the leading
+    ``m`` are nested, so all ranks come from one solve), then the covariance
+    parameters per rank: in closed form for the constant mean
+    (:func:`~hdgp.sigp.em.fit_constant_mean`), by EM (Alg. 1) per
+    ``(rank, mean_penalty)`` for the linear mean.
 
     Parameters
     ----------
@@ -136,41 +155,47 @@ def fit_grid(
         Targets (standardised responses or ±1 class codes).
     responses : list of (key, features, ridge)
         Response features :math:`\\Psi` for the pencil, labelled by ``key``.
-    mean : {"linear", "constant"}
-        Linear mean with penalty :math:`H = pI` in eq. (14), or the intercept only.
+    mean : {"constant", "linear"}
+        The intercept only, or a linear mean with penalty :math:`H = pI` in eq. (14)
+        (``mean_penalties`` is ignored for the constant mean).
 
     Yields
     ------
     params : dict
-        ``lengthscale, response, eta, rank, mean_penalty``.
+        ``lengthscale, response, eta, rank`` (and ``mean_penalty`` for the linear mean).
     model : SIGPModel
         Ranks above the numerical rank of the kernel factor are skipped.
     """
-    basis = (
-        linear_mean_basis(X)
-        if mean == "linear"
-        else X.new_zeros(X.shape[1], 0)
-    )
+    n = X.shape[0]
+    basis = linear_mean_basis(X) if mean == "linear" else X.new_zeros(X.shape[1], 0)
     Z = X @ basis
     # H = p I: prior alpha ~ N(0, I / (lam p)) gives the linear mean a per-point prior
     # variance 1/lam on standardised inputs whatever p is (p >> n would otherwise let
     # a weakly penalised linear mean interpolate y and starve the random part)
     H = X.shape[1] * torch.eye(Z.shape[1], dtype=X.dtype, device=X.device)
+    penalties = mean_penalties if mean == "linear" else [None]
     for ell in lengthscales:
         factor = pivoted_cholesky(X, ell, tol=kernel_tol, max_rank=max_kernel_rank)
         usable = [m for m in ranks if m <= factor.rank]
         if not usable:
             continue
+        feature_mean = factor.features.mean(0)
+        centred = factor.features - feature_mean
         for key, Psi, ridge in responses:
-            C_r, A_r = reduced_pencil(factor.U, factor.eigenvalues, Psi, ridge)
+            solver = PencilSolver(*reduced_pencil(factor.features, Psi, ridge), n)
             for eta in etas:
-                sub = sdr_subspace(C_r, A_r, max(usable), eta)
-                for m, lam in product(usable, mean_penalties):
+                sub = solver.solve(max(usable), eta)
+                for m, lam in product(usable, penalties):
                     coef = sub.coef[:, :m]
-                    P = factor.U @ (factor.eigenvalues[:, None] * coef)
-                    fits = [
-                        fit_em(P, Y[:, k], Z, H, lam, max_iter=max_iter, tol=tol, warn=False)
-                        for k in range(Y.shape[1])
-                    ]
-                    params = dict(lengthscale=ell, response=key, eta=eta, rank=m, mean_penalty=lam)
-                    yield params, SIGPModel(factor, coef, fits, X, basis)
+                    P = centred @ coef
+                    if lam is None:
+                        fits = [fit_constant_mean(P, Y[:, k]) for k in range(Y.shape[1])]
+                    else:
+                        fits = [
+                            fit_em(P, Y[:, k], Z, H, lam, max_iter=max_iter, tol=tol, warn=False)
+                            for k in range(Y.shape[1])
+                        ]
+                    params = dict(lengthscale=ell, response=key, eta=eta, rank=m)
+                    if lam is not None:
+                        params["mean_penalty"] = lam
+                    yield params, SIGPModel(factor, coef, feature_mean, fits, X, basis)

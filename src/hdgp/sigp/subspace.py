@@ -1,13 +1,17 @@
 r"""Sufficient-dimension-reduction subspace of the RKHS (Tan & Mukherjee, Sec. 3).
 
 The SIGP covariance lives on the span of the functions
-:math:`\sum_i W_{ij}\phi(x_i)`, :math:`j = 1..m`. The coefficient matrix
-:math:`W \in \mathbb{R}^{n\times m}` maximises the SDR log-likelihood (eq. 6)
+:math:`b_j = \sum_i W_{ij}\phi(x_i)`, :math:`j = 1..m`, the maximiser of the SDR
+log-likelihood (eq. 6)
 
 .. math::
-    g_H(W) = -\frac n2 \log
-    \frac{\det[W^\top (A + \eta I) W]}{\det(W^\top C W)},
-    \quad C = K H K, \quad A = K H (I - S) H K,
+    g_H(B) = -\frac n2 \log
+    \frac{\det[B^\top (\hat E\,\mathrm{var}(\phi(x)\mid y) + \eta I_{\mathcal H}) B]}
+         {\det[B^\top \widehat{\mathrm{var}}(\phi(x)) B]}
+    = -\frac n2 \log \frac{\det[W^\top (A + n\eta K) W]}{\det(W^\top C W)},
+
+.. math::
+    C = K H K, \qquad A = K H (I - S) H K \qquad\text{(eq. 7)},
 
 with the centring matrix :math:`H = I - \mathbf 1\mathbf 1^\top/n` and a response
 smoother :math:`S`. Slicing (eq. 7) takes :math:`S` = the projection onto the
@@ -21,18 +25,31 @@ empirical conditional covariance operator :math:`\Sigma_{XX} -
 \Sigma_{XY}(\Sigma_{YY}+\varepsilon I)^{-1}\Sigma_{YX}` (Fukumizu et al.), a kernel
 estimate of :math:`E\,\mathrm{var}(\phi(x)\mid y)`.
 
-By Lemma 1 the maximiser is spanned by the :math:`m` leading eigenvectors of
-:math:`(A + \eta I)^{-1} C`. With :math:`K \approx U\Lambda U^\top` (rank
-:math:`r`, :mod:`hdgp.sigp.lowrank`) every eigenvector with a positive eigenvalue
-lies in :math:`\operatorname{span}(U)`, so the problem reduces exactly to the
+Regularisation. The ridge :math:`\eta` regularises the covariance *operator*
+(:math:`\hat E\,\mathrm{var}(\phi\mid y) + \eta I_{\mathcal H}`, as in kernel SIR,
+Wu et al. 2013), which in the coefficients is :math:`W^\top(A/n + \eta K)W`
+because :math:`B^\top B = W^\top K W`. Eq. (6) as printed adds :math:`\eta I` to
+:math:`A` in the coefficients :math:`W` instead; that penalises
+:math:`\lVert W\rVert^2`, which is not a function of the subspace :math:`B`
+(:math:`W` and :math:`W + N` with :math:`KN = 0` give the same functions), and its
+scale depends on :math:`\lVert K\rVert^2`. The authors' demo code solves
+``eigs(HK, (H - S)K + n*eta*I)``, i.e. :math:`KHK w = \lambda(K(H-S)K + n\eta K)w`:
+the operator form used here. :math:`\eta` is in units of the kernel variance
+(:math:`k(x, x) = 1`, so :math:`\operatorname{tr}\widehat{\mathrm{var}}(\phi) \le 1`).
+
+Computation. With the features :math:`K \approx \Phi\Phi^\top` of
+:mod:`hdgp.sigp.lowrank`, write :math:`v = \Phi^\top W` (the coordinates of the
+:math:`b_j`). Then :math:`W^\top C W = v^\top \Phi^\top H\Phi v`,
+:math:`W^\top A W = v^\top \Phi^\top H(I-S)H\Phi v` and :math:`W^\top K W = v^\top v`,
+so by Lemma 1 the maximiser is spanned by the :math:`m` leading eigenvectors of the
 symmetric-definite :math:`r\times r` pencil
 
-.. math:: \Lambda U^\top H U \Lambda\, z = \lambda\,
-          (\Lambda U^\top H (I - S) H U \Lambda + \eta I)\, z, \qquad W = U z,
+.. math:: \Phi^\top H \Phi\, v = \lambda\,(\Phi^\top H (I - S) H \Phi + n\eta I)\, v,
 
-solved by one Cholesky and one symmetric eigendecomposition in
-:math:`O(n r^2 + r^3)`: no :math:`n\times n` or :math:`p\times p` matrix is formed.
-:math:`\eta` is relative: the absolute ridge is :math:`\eta\,\lVert C\rVert_2`.
+solved in :math:`O(n r^2 + r^3)` (:class:`PencilSolver`, which shares one
+eigendecomposition of :math:`A_v` between all :math:`\eta`): no :math:`n\times n`
+or :math:`p\times p` matrix is formed.
+The projections used by the GP are :math:`P = H K W = H\Phi v`.
 """
 
 from __future__ import annotations
@@ -40,6 +57,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.linalg
 import torch
 
 from .lowrank import rbf_kernel
@@ -50,6 +68,7 @@ __all__ = [
     "kernel_response_features",
     "reduced_pencil",
     "sdr_subspace",
+    "PencilSolver",
     "subspace_log_likelihood",
     "SubspaceResult",
 ]
@@ -120,20 +139,20 @@ def kernel_response_features(
 
 
 def reduced_pencil(
-    U: torch.Tensor,
-    eigenvalues: torch.Tensor,
+    features: torch.Tensor,
     response_features: torch.Tensor,
     response_ridge: float = 0.0,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    r"""The matrices :math:`C_r = U^\top C U` and :math:`A_r = U^\top A U` of eq. (7).
+    r"""The pencil :math:`C_v = \Phi^\top H\Phi` and :math:`A_v = \Phi^\top H(I - S)H\Phi` (eq. 7).
+
+    :math:`C_v/n` and :math:`A_v/n` are :math:`\widehat{\mathrm{var}}(\phi(x))` and
+    :math:`\hat E\,\mathrm{var}(\phi(x)\mid y)` in the feature coordinates.
 
     Parameters
     ----------
-    U : torch.Tensor of shape (n, r)
-        Orthonormal eigenvectors of :math:`K \approx U\Lambda U^\top`
+    features : torch.Tensor of shape (n, r)
+        :math:`\Phi` with :math:`K \approx \Phi\Phi^\top`
         (:class:`~hdgp.sigp.lowrank.KernelFactor`).
-    eigenvalues : torch.Tensor of shape (r,)
-        :math:`\Lambda`.
     response_features : torch.Tensor of shape (n, q)
         Slice/class indicators or kernel features :math:`\Psi` of the response.
     response_ridge : float, default=0
@@ -141,22 +160,20 @@ def reduced_pencil(
 
     Returns
     -------
-    C_r, A_r : torch.Tensor of shape (r, r)
+    C_v, A_v : torch.Tensor of shape (r, r)
     """
-    n = U.shape[0]
-    V = U - U.mean(0, keepdim=True)  # H U
+    n = features.shape[0]
+    V = features - features.mean(0, keepdim=True)  # H Phi
     Psi = response_features - response_features.mean(0, keepdim=True)  # H Psi
     gram = Psi.T @ Psi + n * response_ridge * torch.eye(
         Psi.shape[1], dtype=Psi.dtype, device=Psi.device
     )
     evals, evecs = torch.linalg.eigh(gram)
     keep = evals > evals.max() * 1e-10
-    half = (V.T @ Psi) @ (evecs[:, keep] / evals[keep].sqrt())  # U^T H Psi gram^{-1/2}
-    lam = eigenvalues
-    UHU = V.T @ V
-    C_r = lam[:, None] * UHU * lam[None, :]
-    A_r = lam[:, None] * (UHU - half @ half.T) * lam[None, :]
-    return 0.5 * (C_r + C_r.T), 0.5 * (A_r + A_r.T)
+    half = (V.T @ Psi) @ (evecs[:, keep] / evals[keep].sqrt())  # Phi^T H Psi gram^{-1/2}
+    C_v = V.T @ V
+    A_v = C_v - half @ half.T
+    return 0.5 * (C_v + C_v.T), 0.5 * (A_v + A_v.T)
 
 
 @dataclass
@@ -166,58 +183,111 @@ class SubspaceResult:
     Attributes
     ----------
     coef : torch.Tensor of shape (r, m)
-        :math:`z`; the SIGP coefficient matrix is :math:`W = U z`.
+        :math:`v`, the feature coordinates of the basis functions
+        (:math:`W = U\Lambda^{-1/2} v`, :math:`KW = \Phi v`).
     eigenvalues : torch.Tensor of shape (m,)
-        Leading generalised eigenvalues of :math:`(A + \eta I)^{-1} C`, descending.
-    eta_abs : float
-        Absolute ridge :math:`\eta\lVert C\rVert_2` added to :math:`A`.
+        Leading generalised eigenvalues of :math:`(A_v + n\eta I)^{-1} C_v`, descending.
+    ridge : float
+        :math:`n\eta` added to :math:`A_v`.
     """
 
     coef: torch.Tensor
     eigenvalues: torch.Tensor
-    eta_abs: float
+    ridge: float
 
 
-def sdr_subspace(C_r: torch.Tensor, A_r: torch.Tensor, rank: int, eta: float) -> SubspaceResult:
-    r"""Leading :math:`m` eigenvectors of :math:`(A_r + \eta I)^{-1} C_r` (Lemma 1, eq. 6).
+class PencilSolver:
+    r"""Leading eigenvectors of :math:`(A_v + n\eta I)^{-1} C_v` for many :math:`\eta` (Lemma 1, eq. 6).
 
-    Symmetric formulation: with :math:`A_r + \eta I = LL^\top`, the eigenvectors
-    of :math:`L^{-1} C_r L^{-\top}` mapped back by :math:`L^{-\top}`.
+    :math:`A_v = QDQ^\top` is diagonalised once; for each :math:`\eta`, with
+    :math:`s = (D + n\eta)^{-1/2}`, the pencil is equivalent to the symmetric
+    problem :math:`\operatorname{diag}(s)\,Q^\top C_v Q\,\operatorname{diag}(s)\,w =
+    \lambda w`, :math:`v = Q\operatorname{diag}(s)\,w`, of which only the
+    :math:`m` leading pairs are computed (LAPACK ``syevr`` on a subset): one
+    :math:`O(r^3)` decomposition per pencil plus a cheaper partial one per
+    :math:`\eta`, instead of a Cholesky, two triangular solves and a full
+    eigendecomposition per :math:`\eta`.
+
+    Parameters
+    ----------
+    C_v, A_v : torch.Tensor of shape (r, r)
+        From :func:`reduced_pencil`.
+    n : int
+        Number of observations.
+    """
+
+    def __init__(self, C_v: torch.Tensor, A_v: torch.Tensor, n: int):
+        self.n = int(n)
+        self.dtype, self.device = C_v.dtype, C_v.device
+        A = A_v.detach().cpu().numpy()
+        D, self._Q = np.linalg.eigh(0.5 * (A + A.T))
+        self._D = np.clip(D, 0.0, None)  # A_v is positive semi-definite: clip round-off
+        C = C_v.detach().cpu().numpy()
+        self._C = self._Q.T @ (0.5 * (C + C.T)) @ self._Q
+        self.rank = C.shape[0]
+
+    def solve(self, rank: int, eta: float) -> SubspaceResult:
+        """The ``rank`` leading generalised eigenpairs for the ridge ``eta``.
+
+        Raises
+        ------
+        ValueError
+            If ``rank`` exceeds the rank of the kernel factor or ``eta`` is not positive.
+        """
+        r = self.rank
+        if not 1 <= rank <= r:
+            raise ValueError(
+                f"rank={rank} must be between 1 and the numerical rank {r} of the kernel "
+                "matrix; lower `rank` or decrease the kernel length-scale."
+            )
+        if not eta > 0:
+            raise ValueError(f"eta must be positive, got {eta}.")
+        ridge = self.n * eta
+        s = 1.0 / np.sqrt(self._D + ridge)
+        M = s[:, None] * self._C * s[None, :]
+        evals, w = scipy.linalg.eigh(M, subset_by_index=[r - rank, r - 1], driver="evr")
+        coef = self._Q @ (s[:, None] * w[:, ::-1])
+        return SubspaceResult(
+            coef=torch.as_tensor(coef.copy(), dtype=self.dtype, device=self.device),
+            eigenvalues=torch.as_tensor(evals[::-1].copy(), dtype=self.dtype, device=self.device),
+            ridge=ridge,
+        )
+
+
+def sdr_subspace(C_v: torch.Tensor, A_v: torch.Tensor, rank: int, eta: float, n: int) -> SubspaceResult:
+    r"""Leading :math:`m` eigenvectors of :math:`(A_v + n\eta I)^{-1} C_v` (Lemma 1, eq. 6).
+
+    One-off form of :class:`PencilSolver`.
+
+    Parameters
+    ----------
+    C_v, A_v : torch.Tensor of shape (r, r)
+        From :func:`reduced_pencil`.
+    rank : int
+        :math:`m`.
+    eta : float
+        Ridge :math:`\eta > 0` of the conditional covariance operator.
+    n : int
+        Number of observations.
 
     Raises
     ------
     ValueError
         If ``rank`` exceeds the rank of the kernel factor or ``eta`` is not positive.
     """
-    r = C_r.shape[0]
-    if not 1 <= rank <= r:
-        raise ValueError(
-            f"rank={rank} must be between 1 and the numerical rank {r} of the kernel "
-            "matrix; lower `rank` or decrease the kernel length-scale."
-        )
-    if not eta > 0:
-        raise ValueError(f"eta must be positive, got {eta}.")
-    eta_abs = eta * float(torch.linalg.eigvalsh(C_r)[-1].clamp_min(torch.finfo(C_r.dtype).tiny))
-    eye = torch.eye(r, dtype=C_r.dtype, device=C_r.device)
-    L = torch.linalg.cholesky(A_r + eta_abs * eye)
-    tmp = torch.linalg.solve_triangular(L, C_r, upper=False)
-    M = torch.linalg.solve_triangular(L, tmp.T, upper=False)
-    evals, evecs = torch.linalg.eigh(0.5 * (M + M.T))
-    top = torch.flip(evecs[:, -rank:], dims=[1])
-    coef = torch.linalg.solve_triangular(L.T, top, upper=True)
-    return SubspaceResult(coef=coef, eigenvalues=torch.flip(evals[-rank:], [0]), eta_abs=eta_abs)
+    return PencilSolver(C_v, A_v, n).solve(rank, eta)
 
 
 def subspace_log_likelihood(
-    W: torch.Tensor, A: torch.Tensor, C: torch.Tensor, eta_abs: float, n: int
+    W: torch.Tensor, A: torch.Tensor, C: torch.Tensor, R: torch.Tensor, n: int
 ) -> torch.Tensor:
-    r"""SDR log-likelihood :math:`g_H(W)` of eq. (6) for any coefficient matrix ``W``.
+    r"""SDR log-likelihood :math:`g_H = -\frac n2 \log\det[W^\top(A + R)W]/\det(W^\top C W)` (eq. 6).
 
-    ``A`` and ``C`` may be the full :math:`n\times n` matrices of eq. (7) with
-    ``W`` of shape (n, m), or their reduced versions with ``W = z``; ``n`` is the
-    number of observations.
+    With the :math:`n\times n` matrices of eq. (7) pass :math:`R = n\eta K` and ``W``
+    of shape (n, m); with the pencil of :func:`reduced_pencil` pass
+    :math:`R = n\eta I` and ``W = v``. Both give the same value for the same
+    functions (:math:`v = \Phi^\top W`).
     """
-    eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
-    num = torch.linalg.slogdet(W.T @ (A + eta_abs * eye) @ W)[1]
+    num = torch.linalg.slogdet(W.T @ (A + R) @ W)[1]
     den = torch.linalg.slogdet(W.T @ C @ W)[1]
     return -0.5 * n * (num - den)
