@@ -218,7 +218,7 @@ def test_sigp_em_divergence_stops_with_last_good_state(monkeypatch, fault):
         return theta, beta, post_sqrt, value
 
     monkeypatch.setattr(em_module, "_mean_and_e_step", diverging)
-    est = cheap_preset("SIGP", max_iter=50, tol=1e-12)
+    est = cheap_preset("SIGP", mean="linear", max_iter=50, tol=1e-12)
     with pytest.warns(ConvergenceWarning, match="diverge"):
         est.fit(X, Y)
     assert all(np.isfinite(f.objective).all() for f in est.model_.fits)
@@ -237,7 +237,7 @@ def test_sigp_em_m_step_breakdown_keeps_last_good_state(monkeypatch):
         return real(S) if calls["n"] < 5 else np.linalg.cholesky(S)  # LinAlgError on NaN input
 
     monkeypatch.setattr(em_module, "_psd_sqrt", breaking)
-    est = cheap_preset("SIGP", max_iter=50, tol=1e-12)
+    est = cheap_preset("SIGP", mean="linear", max_iter=50, tol=1e-12)
     with pytest.warns(ConvergenceWarning, match="diverge"):
         est.fit(X, Y)
     predictions_are_finite(est, X)

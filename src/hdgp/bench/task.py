@@ -225,7 +225,7 @@ def _build_estimator(task: TaskSpec):
     est = preset(task.model.preset, **task.model.params)
     accepted = est.get_params(deep=False)
     extra = {k: v for k, v in task.estimator_params.items() if k in accepted and k not in task.model.params}
-    if "random_state" in accepted:
+    if "random_state" in accepted and "random_state" not in task.model.params:
         extra["random_state"] = task.seed
     return est.set_params(**extra) if extra else est
 
