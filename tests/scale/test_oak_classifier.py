@@ -41,3 +41,16 @@ def test_dataframe_with_string_category_and_preset():
     assert clf.predict(frame.iloc[:3]).shape == (3,)
     with pytest.raises(ValueError, match="not seen during fit"):
         clf.predict(frame.assign(c="maybe").iloc[:3])
+
+
+def test_many_level_categorical_keeps_inducing_inputs_on_level_codes():
+    """A 30-level category exceeds k-means' own few-levels rule; the classifier still keeps codes."""
+    rng = np.random.default_rng(3)
+    n = 300
+    level = rng.integers(0, 30, n)
+    frame = pd.DataFrame({"a": rng.standard_normal(n), "c": pd.Categorical([f"l{i}" for i in level])})
+    y = (frame["a"].to_numpy() + (level % 3 == 0) > 0.5).astype(int)
+    clf = OAKClassifier(max_order=2, n_inducing=20, max_iter=30, random_state=0).fit(frame, y)
+    codes = clf.posteriors_[0].X[:, 1].numpy()
+    assert set(np.unique(codes)) <= set(range(30)) and len(np.unique(codes)) > 1
+    assert np.isfinite(clf.predict_proba(frame)).all()

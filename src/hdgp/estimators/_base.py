@@ -188,8 +188,13 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         engine = ENGINES[self.inference_]
         kwargs = dict(noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
         if getattr(engine, "uses_inducing_points", False):
-            kwargs.update(n_inducing=self.n_inducing, random_state=self._fit_seed_, X=X)
+            kwargs.update(n_inducing=self.n_inducing, random_state=self._fit_seed_, X=X,
+                          discrete=self._discrete_columns())
         return engine(kernel, **kwargs)
+
+    def _discrete_columns(self) -> tuple:
+        """Columns whose inducing inputs must stay on observed values (k-means modes, not centroids)."""
+        return ()
 
     def _validate_params_extra(self) -> None:
         """Subclasses check their own constructor arguments here (called in ``fit``)."""

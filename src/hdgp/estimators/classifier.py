@@ -182,6 +182,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             return KERNELS[self.kernel.lower()](X)
         return copy.deepcopy(self.kernel)
 
+    def _discrete_columns(self) -> tuple:
+        """Columns whose inducing inputs must stay on observed values (k-means modes, not centroids)."""
+        return ()
+
     # -------------------------------------------------------------------- fit
     def fit(self, X, y):
         """Fit one Bernoulli SVGP (binary) or one per class (one-vs-rest).
@@ -214,6 +218,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             self.models_, self.posteriors_, self.fit_results_ = [], [], []
             for k, target in enumerate(targets):
                 model = SVGPModel(self._make_kernel(Xt), X=Xt, n_inducing=self.n_inducing_, random_state=seed + k,
+                                  discrete=self._discrete_columns(),
                                   likelihood="bernoulli", learn_inducing=self.learn_inducing).to(**self._torch_kwargs)
                 result = fit_svgp(model, Xt, torch.as_tensor(target.astype(np.float64), **self._torch_kwargs),
                                   batch_size=None if self.batch_size is None else min(self.batch_size, n),

@@ -13,8 +13,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
-from ..inference import ENGINES
-from ..inference.inducing import kmeans_inducing_points
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
@@ -278,22 +276,14 @@ class OAKRegressor(BaseGPRegressor):
         kernel.order_variances = torch.ones(max_order + 1)
         return kernel
 
-    def _make_model(self, kernel: Kernel, X: torch.Tensor):
-        """The engine named by ``inference_``, as in the base class, but with OAK-valid inducing points.
-
-        Inducing points come from k-means with every binary and categorical column on
-        observed level codes (cluster modes): :func:`~hdgp.inference.inducing.kmeans_inducing_points`
-        does that by itself only for columns with few levels, and a constrained
-        categorical kernel accepts nothing but integer codes. The codes reach the
-        kernel through integer indexing, which has no gradient, so inducing inputs
-        learned by SVGP keep them.
+    def _discrete_columns(self) -> tuple:
+        """Every binary and categorical column: the constrained categorical kernel reads
+        integer level codes, so k-means inducing inputs take the cluster's most frequent
+        code there (:func:`~hdgp.inference.inducing.kmeans_inducing_points` does that by
+        itself only for columns with few levels). Codes reach the kernel through integer
+        indexing, which has no gradient, so inducing inputs learned by SVGP keep them.
         """
-        engine = ENGINES[self.inference_]
-        if not getattr(engine, "uses_inducing_points", False):
-            return super()._make_model(kernel, X)
-        Z = kmeans_inducing_points(X, self.n_inducing, self._fit_seed_, discrete=sorted(self.levels_))
-        return engine(kernel, noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior(),
-                      inducing_points=X.new_tensor(Z))
+        return tuple(sorted(self.levels_))
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):

@@ -122,6 +122,9 @@ class OAKClassifier(GPClassifier):
     def _make_kernel(self, X):
         return self.encoder_._make_kernel(X)
 
+    def _discrete_columns(self) -> tuple:
+        return self.encoder_._discrete_columns()
+
     def _feature_names(self) -> list[str]:
         if hasattr(self, "feature_names_in_"):
             return [str(c) for c in self.feature_names_in_]

@@ -74,6 +74,9 @@ class SGPRModel(GaussianNoiseModel):
     X : torch.Tensor of shape (n, d), optional
         Training inputs for the k-means initialisation
         (:func:`~hdgp.inference.inducing.kmeans_inducing_points`).
+    discrete : sequence of int, default=()
+        Columns k-means keeps on observed values whatever their number of levels
+        (e.g. categorical level codes).
     inducing_points : torch.Tensor of shape (m, d), optional
         Explicit inducing inputs (then ``X`` and ``n_inducing`` are ignored).
     learn_inducing : bool, default=False
@@ -90,7 +93,7 @@ class SGPRModel(GaussianNoiseModel):
     uses_inducing_points = True
 
     def __init__(self, kernel: Kernel, *, noise_lower_bound: float = 1e-4, noise_prior: Prior | None = None,
-                 n_inducing: int = 512, random_state=None, X: torch.Tensor | None = None,
+                 n_inducing: int = 512, random_state=None, X: torch.Tensor | None = None, discrete=(),
                  inducing_points: torch.Tensor | None = None, learn_inducing: bool = False,
                  jitter: float = DEFAULT_JITTER):
         super().__init__(kernel, GreaterThan(noise_lower_bound), noise_prior)
@@ -98,7 +101,7 @@ class SGPRModel(GaussianNoiseModel):
             if X is None:
                 raise ValueError("SGPRModel needs either the training inputs `X` or explicit `inducing_points`.")
             inducing_points = torch.as_tensor(
-                kmeans_inducing_points(X, n_inducing, random_state), dtype=X.dtype, device=X.device
+                kmeans_inducing_points(X, n_inducing, random_state, discrete=discrete), dtype=X.dtype, device=X.device
             )
         if inducing_points.dim() != 2:
             raise ValueError(f"inducing_points must have shape (m, d), got {tuple(inducing_points.shape)}.")

@@ -75,6 +75,9 @@ class SVGPModel(gpytorch.models.ApproximateGP):
     X : torch.Tensor or ndarray of shape (n, d), optional
         Training inputs for the k-means initialisation
         (:func:`~hdgp.inference.inducing.kmeans_inducing_points`).
+    discrete : sequence of int, default=()
+        Columns k-means keeps on observed values whatever their number of levels
+        (e.g. categorical level codes).
     inducing_points : torch.Tensor of shape (m, d), optional
         Explicit inducing inputs (then ``X`` and ``n_inducing`` are ignored).
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
@@ -99,7 +102,7 @@ class SVGPModel(gpytorch.models.ApproximateGP):
     uses_inducing_points = True
 
     def __init__(self, kernel: Kernel, *, noise_lower_bound: float = 1e-4, noise_prior: Prior | None = None,
-                 n_inducing: int = 512, random_state=None, X=None, inducing_points: torch.Tensor | None = None,
+                 n_inducing: int = 512, random_state=None, X=None, discrete=(), inducing_points: torch.Tensor | None = None,
                  likelihood: str = "gaussian", learn_inducing: bool = True, natural_gradient: bool = True,
                  batch_size: int | None = None, lr: float = 0.01, ngd_lr: float = 0.1):
         if inducing_points is None:
@@ -107,7 +110,7 @@ class SVGPModel(gpytorch.models.ApproximateGP):
                 raise ValueError("SVGPModel needs either the training inputs `X` or explicit `inducing_points`.")
             ref = X if isinstance(X, torch.Tensor) else torch.as_tensor(np.asarray(X, dtype=np.float64))
             inducing_points = torch.as_tensor(
-                kmeans_inducing_points(X, n_inducing, random_state), dtype=ref.dtype, device=ref.device
+                kmeans_inducing_points(X, n_inducing, random_state, discrete=discrete), dtype=ref.dtype, device=ref.device
             )
         if inducing_points.dim() != 2:
             raise ValueError(f"inducing_points must have shape (m, d), got {tuple(inducing_points.shape)}.")
