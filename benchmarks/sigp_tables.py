@@ -101,7 +101,10 @@ def _classification_models(dataset, with_oak):
     if with_oak:
         from hdgp.estimators import OAKRegressor
 
-        models["OAK (±1)"] = lambda: _SignClassifier(OAKRegressor(), positive)
+        # every column continuous: these sets code ordinal/categorical answers as small integers,
+        # and a rare level can be missing from a training split (then "auto" would call the
+        # column binary and the test split would hold an unseen level)
+        models["OAK (±1)"] = lambda: _SignClassifier(OAKRegressor(binary_features=None), positive)
     return models, positive
 
 

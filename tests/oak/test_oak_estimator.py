@@ -83,6 +83,13 @@ def test_numeric_unknown_level_and_bad_declarations():
         est.predict(np.array([[0.0, 7.0]]))
     with pytest.raises(ValueError, match="non-integer"):
         OAKRegressor(categorical_features=[0]).fit(X, y)
+    # a numeric column with two training values is binary under "auto"; a third value at
+    # predict time is an error that says why the column was binary and how to opt out
+    X2 = np.column_stack([X[:, 0], np.where(X[:, 1] > 0, 2.0, 0.0)])
+    auto = OAKRegressor(max_order=1, random_state=0, max_iter=5).fit(X2, y)
+    assert auto.binary_features_ == [1]
+    with pytest.raises(ValueError, match="binary_features"):
+        auto.predict(np.array([[0.0, 1.0]]))
     with pytest.raises(ValueError, match="max_order"):
         OAKRegressor(max_order=3).fit(X, y)
     with pytest.raises(ValueError, match="measure"):

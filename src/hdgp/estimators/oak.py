@@ -241,8 +241,14 @@ class OAKRegressor(BaseGPRegressor):
             codes = np.clip(codes, 0, len(levels) - 1)
             unseen = levels[codes] != X[:, j]
             if unseen.any():
+                hint = ""
+                if self.binary_features == "auto" and j in self.binary_features_:
+                    hint = (" It was treated as binary because it held exactly two distinct values in "
+                            "training (binary_features='auto'); pass binary_features=[...] without it to "
+                            "model it as continuous.")
                 raise ValueError(
-                    f"Column {j} has level {X[unseen, j][0]!r} not seen during fit (known: {levels.tolist()})."
+                    f"Column {j} has level {X[unseen, j][0]!r} not seen during fit "
+                    f"(known: {levels.tolist()}).{hint}"
                 )
             out[:, j] = codes
         return out
