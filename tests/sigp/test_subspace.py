@@ -25,10 +25,16 @@ def _data(n=80, p=4, seed=0):
 
 
 def _smoother(Psi, ridge):
-    """Dense S = Psi_c (Psi_c^T Psi_c + n ridge I)^+ Psi_c^T (the projection for ridge = 0)."""
+    """Dense S = Psi_c (Psi_c^T Psi_c + n ridge I)^+ Psi_c^T (the projection for ridge = 0).
+
+    Centred slice indicators are rank-deficient by one; the pseudo-inverse needs an explicit
+    cutoff, since pinv's default (max(m, n) * eps) can keep the round-off eigenvalue
+    (~1e-15 relative) and invert it.
+    """
     n = Psi.shape[0]
     Pc = Psi - Psi.mean(0)
-    return Pc @ torch.linalg.pinv(Pc.T @ Pc + n * ridge * torch.eye(Psi.shape[1], dtype=Psi.dtype)) @ Pc.T
+    gram = Pc.T @ Pc + n * ridge * torch.eye(Psi.shape[1], dtype=Psi.dtype)
+    return Pc @ torch.linalg.pinv(gram, rtol=1e-10, hermitian=True) @ Pc.T
 
 
 def _span_cosines(P1, P2):
