@@ -144,5 +144,33 @@ def report_cmd(protocol, db, out_dir, reference_dir, no_plots):
                + (f" and {len(paths['plots'])} figure(s)" if paths["plots"] else "") + ".")
 
 
+@bench.command("restore")
+@click.argument("protocol")
+@click.option("--from", "folder", type=click.Path(file_okay=False), default=None,
+              help="Report folder with tasks.csv (default: benchmarks/results/PROTOCOL/).")
+@click.option("--db", type=click.Path(dir_okay=False), default=None,
+              help="Results database (default: benchmarks/results/PROTOCOL.sqlite).")
+def restore_cmd(protocol, folder, db):
+    """Rebuild PROTOCOL's results database from its committed report folder.
+
+    A fresh clone has the committed tables but not the (ignored) database; after
+    `restore`, `bench run` skips the tasks already there and `bench report` renders
+    old and new results together. Tasks already in the database are kept.
+    """
+    from .protocols import get_protocol
+    from .report import default_report_dir
+    from .restore import restore_store
+    from .store import StoreError, default_db_path
+
+    try:
+        name = get_protocol(protocol).name
+        counts = restore_store(name, folder if folder is not None else default_report_dir(name),
+                               db if db is not None else default_db_path(name))
+    except (ValueError, FileNotFoundError, StoreError) as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"Restored {counts['tasks']} tasks ({counts['kept']} already in the database) "
+               f"and {counts['runs']} run command(s).")
+
+
 if __name__ == "__main__":
     bench()

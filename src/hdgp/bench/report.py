@@ -132,7 +132,7 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
 
 
 def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=None, plots: bool = True) -> dict:
-    """Write ``report.md``, ``summary.csv``, ``tasks.csv`` and PNG plots for ``protocol``.
+    """Write ``report.md``, ``summary.csv``, ``tasks.csv``, ``runs.csv`` and PNG plots for ``protocol``.
 
     Parameters
     ----------
@@ -149,7 +149,8 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
 
     Returns
     -------
-    dict with the written paths under ``markdown``, ``summary_csv``, ``tasks_csv``, ``plots``.
+    dict with the written paths under ``markdown``, ``summary_csv``, ``tasks_csv``, ``runs_csv``,
+    ``plots``.
     """
     proto = get_protocol(protocol)
     db = Path(db) if db is not None else default_db_path(proto.name)
@@ -180,7 +181,7 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     lines += _failures(results)
     lines += _paper_only(cmp, reference, set(results["dataset"]), set(results["model"]))
     paths = {"markdown": out / "report.md", "summary_csv": out / "summary.csv", "tasks_csv": out / "tasks.csv",
-             "plots": []}
+             "runs_csv": out / "runs.csv", "plots": []}
     if plots:
         for name in dict.fromkeys(("rmse",) + tuple(proto.plots)):
             hook = PLOTS.get(name)
@@ -197,4 +198,7 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     tasks["hyperparameters"] = [json.dumps(h, default=str) for h in tasks["hyperparameters"]]
     tasks["warnings"] = [json.dumps(w) for w in tasks["warnings"]]
     tasks.to_csv(paths["tasks_csv"], index=False, float_format="%.6g")
+    # tasks.csv + runs.csv are enough to rebuild the database (hdgp.bench.restore)
+    run_columns = ["command", "started_at", "finished_at", "planned", "skipped", "done", "failed"]
+    runs.reindex(columns=run_columns).to_csv(paths["runs_csv"], index=False)
     return paths

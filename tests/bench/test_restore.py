@@ -1,0 +1,60 @@
+"""Restoring a results database from a committed report folder (tasks.csv + runs.csv)."""
+
+import pandas as pd
+import pytest
+
+from hdgp.bench import ResultStore, make_report, run_protocol
+from hdgp.bench.restore import restore_store
+
+
+def _keyed(frame):
+    cols = ["dataset", "model", "split", "seed", "status", "metric_rmse", "metric_nlpd", "n_train", "attempts"]
+    return frame[cols].sort_values(["dataset", "model", "split"]).reset_index(drop=True)
+
+
+def test_restored_database_reproduces_the_report_and_resumes(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
+                                 {"label": "Broken", "preset": "Linear", "params": {"max_iter": -3}}])
+    path = str(protocol_file(spec))
+    db = tmp_path / "first.sqlite"
+    run_protocol(path, workers=0, db=db, progress=False, splits=[0], command="hdgp bench run tiny --splits 0")
+    run_protocol(path, workers=0, db=db, progress=False, splits=[1], models=["Linear"],
+                 command="hdgp bench run tiny --splits 1")
+    report = tmp_path / "report"
+    make_report(path, db=db, out_dir=report, plots=False)
+
+    fresh = tmp_path / "fresh.sqlite"
+    counts = restore_store("tiny", report, fresh)
+    assert counts == {"tasks": 3, "kept": 0, "runs": 2}
+    with ResultStore(db) as a, ResultStore(fresh) as b:
+        old, new = a.frame("tiny"), b.frame("tiny")
+        assert list(b.runs("tiny")["command"]) == ["hdgp bench run tiny --splits 0", "hdgp bench run tiny --splits 1"]
+    pd.testing.assert_frame_equal(_keyed(old), _keyed(new), check_exact=False, rtol=1e-5)
+    assert new.loc[new.model == "Linear", "hyperparameters"].map(lambda h: "n_iter_" in h).all()
+    failed = new[new.status == "failed"].iloc[0]
+    assert failed.model == "Broken" and "max_iter" in failed.error
+
+    # restoring again adds nothing; a run on the restored database only does what is missing
+    assert restore_store("tiny", report, fresh) == {"tasks": 0, "kept": 3, "runs": 0}
+    summary = run_protocol(path, workers=0, db=fresh, progress=False, models=["Linear"], command="resume")
+    assert summary.skipped == 2 and summary.done == 0
+    summary = run_protocol(path, workers=0, db=fresh, progress=False, command="resume")
+    assert summary.done == 0 and summary.skipped + summary.failed == 4
+
+
+def test_restore_from_an_older_report_reads_the_commands_of_report_md(tiny_protocol, protocol_file, tmp_path):
+    path = str(protocol_file(tiny_protocol()))
+    db = tmp_path / "r.sqlite"
+    run_protocol(path, workers=0, db=db, progress=False, command="hdgp bench run tiny --workers 0")
+    report = tmp_path / "report"
+    make_report(path, db=db, out_dir=report, plots=False)
+    (report / "runs.csv").unlink()
+    fresh = tmp_path / "fresh.sqlite"
+    assert restore_store("tiny", report, fresh) == {"tasks": 2, "kept": 0, "runs": 1}
+    with ResultStore(fresh) as store:
+        assert list(store.runs("tiny")["command"]) == ["hdgp bench run tiny --workers 0"]
+
+
+def test_restore_without_tasks_csv_says_what_to_do(tmp_path):
+    with pytest.raises(FileNotFoundError, match="hdgp bench report tiny"):
+        restore_store("tiny", tmp_path, tmp_path / "db.sqlite")
