@@ -40,6 +40,15 @@ def test_extras_are_measured_stored_and_plotted(curve_preset, tiny_protocol, pro
     assert df.loc["Linear", "extras"] == {}  # models without the method are simply not measured
     paths = make_report(path, db=db, out_dir=tmp_path / "out")
     assert {p.name for p in paths["plots"]} == {"rmse.png", "cumulative_sobol.png"}
+    # the committed report folder carries the extras, so a restored database draws the same figures
+    from hdgp.bench.restore import restore_store
+
+    restore_store("tiny", tmp_path / "out", tmp_path / "restored.sqlite")
+    with ResultStore(tmp_path / "restored.sqlite") as store:
+        restored = store.frame("tiny").set_index("model")
+    assert restored.loc["Curve", "extras"]["truncation-curve"]["rmse"] == pytest.approx([1.0, 0.5, 1 / 3])
+    paths = make_report(path, db=tmp_path / "restored.sqlite", out_dir=tmp_path / "again")
+    assert {p.name for p in paths["plots"]} == {"rmse.png", "cumulative_sobol.png"}
 
 
 def test_unknown_extra_fails_the_task_with_the_valid_names(tiny_protocol, protocol_file, tmp_path):

@@ -194,9 +194,9 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in paths["plots"]] + [""]
     paths["markdown"].write_text("\n".join(lines))
     cmp.drop(columns=["values"]).to_csv(paths["summary_csv"], index=False, float_format="%.6g")
-    tasks = results.drop(columns=["traceback", "versions", "machine", "metrics", "extras"]).copy()
-    tasks["hyperparameters"] = [json.dumps(h, default=str) for h in tasks["hyperparameters"]]
-    tasks["warnings"] = [json.dumps(w) for w in tasks["warnings"]]
+    tasks = results.drop(columns=["traceback", "versions", "machine", "metrics"]).copy()
+    for column in ("hyperparameters", "warnings", "extras"):
+        tasks[column] = [json.dumps(v, default=str) for v in tasks[column]]
     tasks.to_csv(paths["tasks_csv"], index=False, float_format="%.6g")
     # tasks.csv + runs.csv are enough to rebuild the database (hdgp.bench.restore)
     run_columns = ["command", "started_at", "finished_at", "planned", "skipped", "done", "failed"]

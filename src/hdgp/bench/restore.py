@@ -3,7 +3,8 @@
 The SQLite store is a local working file (not committed); what is committed is
 the report folder ``benchmarks/results/<protocol>/`` that :func:`make_report`
 writes: ``tasks.csv`` (one row per finished task, every column but the
-traceback and library versions) and ``runs.csv`` (the ``bench run`` commands).
+traceback and library versions; older folders lack the ``extras`` column, e.g.
+OAK truncation curves, which then stay empty) and ``runs.csv`` (the ``bench run`` commands).
 :func:`restore_store` reads them back so that a fresh clone can extend a table
 (``bench run`` skips the restored tasks) and re-render its report without
 recomputing anything. Older report folders without ``runs.csv`` still give
@@ -50,6 +51,7 @@ def _task_records(tasks: pd.DataFrame, protocol: str) -> list[dict]:
                              if _number_or_none(row[c]) is not None}
         record["hyperparameters"] = _json_or_none(row.get("hyperparameters"))
         record["warnings"] = _json_or_none(row.get("warnings")) or []
+        record["extras"] = _json_or_none(row.get("extras"))
         records.append(record)
     return records
 
