@@ -11,14 +11,20 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["TableError", "TableSchema", "read_table", "MAX_CATEGORICAL_LEVELS"]
+__all__ = ["TableError", "TableSchema", "read_table", "infer_task", "MAX_CATEGORICAL_LEVELS", "MAX_CLASSES",
+           "TASKS"]
 
 #: A text column with more distinct values than this is treated as an identifier, not a category.
 MAX_CATEGORICAL_LEVELS = 50
+#: Most classes a classification target may have.
+MAX_CLASSES = 50
+#: Values of the ``task`` argument.
+TASKS = ("auto", "regression", "classification")
 #: A text column whose non-empty cells parse as numbers at least this often is a numeric column with typos.
 _NUMERIC_SHARE = 0.8
 _SHOW = 5  # rows / values quoted in error messages
@@ -138,6 +144,20 @@ class TableSchema:
         kernels, e.g. OAK) or one 0/1 column per level (all other models).
     dropped : list of str
         Columns ignored on purpose (``--drop``).
+    task : {"regression", "classification"}
+        What the target is fitted as (set by :meth:`infer`).
+    classes : list
+        Classification: the class labels (str, int, float or bool, as in the
+        table) in code order; the estimator sees the codes ``0..K-1``. Empty for
+        regression.
+    task_reason : str
+        Why :meth:`infer` chose the task (shown in progress output and reports).
+
+    Notes
+    -----
+    ``task``, ``classes`` and ``task_reason`` are class-level defaults overridden
+    per instance rather than dataclass fields, so model files written before
+    classification support (which lack them) still load, as regression.
     """
 
     target: str | None
@@ -147,11 +167,14 @@ class TableSchema:
     levels: dict = field(default_factory=dict)
     encoding: str = "codes"
     dropped: list = field(default_factory=list)
+    task: ClassVar[str] = "regression"
+    classes: ClassVar[tuple] = ()
+    task_reason: ClassVar[str] = ""
 
     # ---------------------------------------------------------------- infer
     @classmethod
-    def infer(cls, frame: pd.DataFrame, target: str, *, categorical=(), drop=(), drop_missing: bool = False,
-              max_levels: int = MAX_CATEGORICAL_LEVELS):
+    def infer(cls, frame: pd.DataFrame, target: str, *, task: str = "regression", categorical=(), drop=(),
+              drop_missing: bool = False, max_levels: int = MAX_CATEGORICAL_LEVELS):
         """Choose features and their kinds, check the target, and return ``(schema, X, y)``.
 
         Text, boolean and pandas-categorical columns are categorical; numbers are
@@ -162,7 +185,11 @@ class TableSchema:
         ----------
         frame : DataFrame
         target : str
-            Name of the column to predict (must be numeric with ≥ 2 distinct values).
+            Name of the column to predict. Regression: numeric with ≥ 2 distinct
+            values. Classification: any labels, at least 2 classes with at least 2
+            rows each, at most :data:`MAX_CLASSES` classes.
+        task : {"regression", "classification", "auto"}, default="regression"
+            ``"auto"`` decides with :func:`infer_task`; the choice is in ``schema.task``.
         categorical : sequence of str
             Columns to treat as categorical regardless of their type.
         drop : sequence of str
@@ -176,8 +203,12 @@ class TableSchema:
         -------
         schema : TableSchema
         X : DataFrame of the feature columns (original values)
-        y : ndarray of float
+        y : ndarray
+            Regression: float target values. Classification: int64 class codes
+            indexing ``schema.classes``.
         """
+        if task not in TASKS:
+            raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}, got {task!r}.")
         columns = list(frame.columns)
         for name, what in [(target, "target")] + [(c, "--categorical") for c in categorical] + [(c, "--drop") for c in drop]:
             if name not in columns:
@@ -194,13 +225,6 @@ class TableSchema:
             if used.empty:
                 raise TableError("Every row has a missing value; nothing is left after --drop-missing.")
         _check_missing(used, "table")
-        y = _numeric_or_error(used[target], target,
-                              " (hdgp fits regression models: the target must be numeric)")
-        if y.nunique() < 2:
-            raise TableError(
-                f"The target column {target!r} has {y.nunique()} distinct value(s) ({y.iloc[0]!r}); a model "
-                "needs a target that varies. Check that you chose the right --target column."
-            )
         kinds, levels = {}, {}
         for c in features:
             s = used[c]
@@ -227,7 +251,8 @@ class TableSchema:
                 levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
         schema = cls(target=target, features=features, kinds=kinds,
                      dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
-        return schema, used[features], y.to_numpy()
+        schema.task, schema.task_reason, schema.classes, y = _target(used[target], target, task)
+        return schema, used[features], y
 
     # --------------------------------------------------------------- encode
     @property
@@ -294,6 +319,118 @@ class TableSchema:
     def level_labels(self, column: str, codes) -> list:
         """Level labels for integer ``codes`` of a categorical column."""
         return [self.levels[column][int(round(v))] for v in np.asarray(codes, float)]
+
+    def class_labels(self, codes) -> np.ndarray:
+        """Class labels (the table's values) for integer class ``codes`` of a classification target."""
+        labels = np.asarray(self.classes) if self.classes else np.asarray([], dtype=object)
+        return labels[np.asarray(codes, dtype=np.int64)]
+
+
+def infer_task(series: pd.Series, name: str = "target") -> tuple[str, str]:
+    """Decide whether a target column is classification or regression, and say why.
+
+    Text, boolean and pandas-categorical columns are classification targets, as
+    are numeric columns with exactly two distinct values (e.g. 0/1); other numeric
+    columns are regression targets. A text column whose cells are mostly numbers
+    is a numeric column with typos (regression, whose check then names the bad cells).
+
+    Parameters
+    ----------
+    series : Series
+        The target column (missing cells are ignored).
+    name : str
+        Column name used in the reason.
+
+    Returns
+    -------
+    task : {"classification", "regression"}
+    reason : str
+        One sentence, e.g. ``"target 'y' is numeric with exactly two distinct values (0, 1)"``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> infer_task(pd.Series(["a", "b", "a"]), "y")[0]
+    'classification'
+    >>> infer_task(pd.Series([0.5, 1.5, 2.5]), "y")
+    ('regression', "target 'y' is numeric with 3 distinct values")
+    """
+    values = series.dropna()
+    if pd.api.types.is_bool_dtype(values):
+        return "classification", f"target {name!r} holds true/false values"
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        return "classification", f"target {name!r} is a categorical column"
+    if _is_text(values):
+        numbers = pd.to_numeric(values, errors="coerce")
+        if len(values) == 0 or numbers.notna().mean() < _NUMERIC_SHARE:
+            return "classification", f"target {name!r} holds text"
+        values = numbers.dropna()
+        if values.nunique() != 2:  # mostly numbers: regression, whose check names the cells that are not
+            return "regression", f"target {name!r} holds numbers (stored as text)"
+    distinct = np.unique(values.to_numpy(dtype=np.float64))
+    if distinct.size == 2:
+        shown = ", ".join(_level_label(v) for v in distinct)
+        return "classification", f"target {name!r} is numeric with exactly two distinct values ({shown})"
+    return "regression", f"target {name!r} is numeric with {distinct.size} distinct value{'s' * (distinct.size != 1)}"
+
+
+def _target(series: pd.Series, name: str, task: str) -> tuple[str, str, list, np.ndarray]:
+    """``(task, reason, classes, y)`` of the target column (checked after the feature columns)."""
+    reason = f"chosen with task={task!r}"
+    if task == "auto":
+        task, reason = infer_task(series, name)
+    if task == "classification":
+        hint = (f" (The task was chosen automatically: the {reason}; use --task regression to fit it as numbers.)"
+                if reason.startswith("target") and pd.api.types.is_numeric_dtype(series) else "")
+        return task, reason, *_class_codes(series, name, hint)
+    y = _numeric_or_error(series, name, " (the target must be numeric for regression; for class labels use "
+                          "--task classification, task='classification' in Python)")
+    if y.nunique() < 2:
+        raise TableError(
+            f"The target column {name!r} has {y.nunique()} distinct value(s) ({y.iloc[0]!r}); a model "
+            "needs a target that varies. Check that you chose the right --target column."
+        )
+    return task, reason, [], y.to_numpy()
+
+
+def _class_values(series: pd.Series) -> pd.Series:
+    """Class labels as the table holds them: bools, integers (``1.0`` → ``1``), floats, or text."""
+    if pd.api.types.is_bool_dtype(series):
+        return series.astype(bool)
+    if pd.api.types.is_numeric_dtype(series):
+        values = series.astype(np.float64)
+        return values.astype(np.int64) if np.all(values == np.round(values)) and values.abs().max() < 2**53 else values
+    return series.astype(object).map(_level_label)
+
+
+def _class_codes(series: pd.Series, name: str, hint: str = "") -> tuple[list, np.ndarray]:
+    """``(classes, codes)`` of a classification target, checking class count and sizes."""
+    values = _class_values(series)
+    if pd.api.types.is_float_dtype(values) and not np.all(np.isfinite(values.to_numpy())):
+        raise TableError(f"The target column {name!r} holds infinite values, which cannot be class labels.")
+    counts = {(v.item() if isinstance(v, np.generic) else v): int(k) for v, k in values.value_counts().items()}
+    classes = sorted(counts, key=_level_key)
+    sizes = ", ".join(f"{c!r}: {counts[c]} row{'s' * (counts[c] != 1)}" for c in classes[:_SHOW * 4])
+    sizes += " …" if len(classes) > _SHOW * 4 else ""
+    if len(classes) < 2:
+        raise TableError(
+            f"The target column {name!r} has a single class ({sizes}); classification needs at least two "
+            f"classes. Check that you chose the right --target column.{hint}"
+        )
+    if len(classes) > MAX_CLASSES:
+        raise TableError(
+            f"The target column {name!r} has {len(classes)} classes (at most {MAX_CLASSES} are supported): "
+            f"{sizes}. If it holds numbers to predict, use --task regression."
+        )
+    small = [c for c in classes if counts[c] < 2]
+    if small:
+        raise TableError(
+            f"The target column {name!r} has class(es) {', '.join(map(repr, small[:_SHOW]))} with fewer than 2 "
+            f"rows; classification needs at least 2 rows per class to train and hold out rows. Classes: {sizes}. "
+            f"Add rows, merge or remove the rare classes.{hint}"
+        )
+    index = {c: i for i, c in enumerate(classes)}
+    return classes, values.map(index).to_numpy(dtype=np.int64)
 
 
 def _level_label(value) -> str:

@@ -16,7 +16,8 @@ import numpy as np
 __all__ = ["fit", "predict", "explain"]
 
 _MODEL_HELP = ("Model: auto, oak, additive, dpa-gp-ard, sigp, rbf-ard or any name from `hdgp presets` "
-               "(case-insensitive).")
+               "(case-insensitive). Classification: auto, oak, rbf-ard or sigp (their classifiers), "
+               "oak-classifier, gp-classifier, sigp-classifier.")
 
 
 def _columns(values) -> list[str]:
@@ -80,7 +81,9 @@ def _output_ok(path: Path, what: str) -> None:
 # ------------------------------------------------------------------------ fit
 @click.command()
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("-t", "--target", required=True, help="Column to predict (numeric).")
+@click.option("-t", "--target", required=True, help="Column to predict (numbers, or class labels).")
+@click.option("--task", default="auto", show_default=True, type=click.Choice(["auto", "regression", "classification"]),
+              help="auto: a text, true/false or two-valued target is classification, other numbers regression.")
 @click.option("-m", "--model", default="auto", show_default=True, help=_MODEL_HELP)
 @click.option("--categorical", multiple=True, metavar="COLS",
               help="Comma-separated columns to treat as categorical (text columns always are).")
@@ -95,7 +98,8 @@ def _output_ok(path: Path, what: str) -> None:
               help="Model file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
-def fit(data, target, model, categorical, drop, drop_missing, test_size, random_state, params, output, as_json, quiet):
+def fit(data, target, task, model, categorical, drop, drop_missing, test_size, random_state, params, output, as_json,
+        quiet):
     """Fit a GP model to a CSV/Parquet table and save it.
 
     Text columns (and those given with --categorical) are categorical; rows with
@@ -109,10 +113,18 @@ def fit(data, target, model, categorical, drop, drop_missing, test_size, random_
     with the best mean log predictive density on the other 20 % and refits it on
     all training rows.
 
+    Classification (--task auto picks it for a text, true/false or two-valued
+    target): the held-out share is stratified by class and reports accuracy,
+    balanced accuracy, log-loss, Brier score, ROC AUC (two classes) and the
+    expected calibration error. --model auto compares OAK-classifier (two
+    classes), GP-classifier and SIGP-classifier (GP- and SIGP-classifier up to
+    20000 rows, then GP-classifier) by validation log-loss.
+
     \b
     Examples:
       hdgp fit diabetes.csv --target target -o diabetes.hdgp
       hdgp fit houses.parquet -t price --model oak --drop id --categorical zip
+      hdgp fit cancer.csv -t diagnosis --model oak -o cancer.hdgp   # classification
     """
     from ..io import TableError, read_table, save
     from .fitting import fit_table
@@ -122,39 +134,57 @@ def fit(data, target, model, categorical, drop, drop_missing, test_size, random_
     _output_ok(out, "model")
     try:
         frame = read_table(data)
-        tm = fit_table(frame, target, model=model, categorical=_columns(categorical), drop=_columns(drop),
+        tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical), drop=_columns(drop),
                        drop_missing=drop_missing, test_size=test_size, random_state=random_state,
                        params=_params(params), progress=_progress(quiet),
                        verbose=not quiet and not as_json)
         tm.metadata["data"]["file"] = Path(data).name
         save(tm, out)
-    except (TableError, ValueError, TypeError, RuntimeError, OSError) as exc:  # OSError: disk full, no permission
+    except (TableError, ValueError, TypeError, RuntimeError, FloatingPointError, OSError) as exc:  # OSError: disk full
         _fail(exc)
     meta = tm.metadata
     if as_json:
         click.echo(json.dumps(_jsonable({
+            "task": tm.task, "classes": list(tm.schema.classes) if tm.task == "classification" else None,
             "model": meta["model"], "output": str(out), "target": target, "metrics": meta["metrics"],
             "selection": meta["selection"], "fit_seconds": meta["fit_seconds"],
             "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"],
             "learned": learned_quantities(tm.estimator), "warnings": meta["warnings"]}), indent=2))
         return
     if meta["selection"]:
-        click.echo("\nModel comparison (validation split of the training rows; higher log density is better):")
-        click.echo(f"  {'model':<14}{'log density':>12}{'RMSE':>11}{'fit (s)':>9}")
-        for r in meta["selection"]:
-            mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
-            dens = "—" if r["val_log_density"] is None else f"{r['val_log_density']:.4g}"
-            rm = "—" if r["val_rmse"] is None else f"{r['val_rmse']:.4g}"
-            sec = "—" if r["fit_seconds"] is None else f"{r['fit_seconds']:.1f}"
-            click.echo(f"  {r['model']:<14}{dens:>12}{rm:>11}{sec:>9}{mark}")
+        _echo_selection(meta["selection"], tm.task)
     click.echo("")
     click.echo(tm.summary())
     m = meta["metrics"]
-    if m:
+    if m and tm.task == "classification":
+        auc = "—" if m["roc_auc"] is None else f"{m['roc_auc']:.3f}"
+        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows, stratified): accuracy {m['accuracy']:.3f}, "
+                   f"balanced accuracy {m['balanced_accuracy']:.3f}, log-loss {m['log_loss']:.4g}, "
+                   f"Brier {m['brier']:.4g}, ROC AUC {auc}; calibration error (ECE) {m['ece']:.3f}")
+    elif m:
         click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}, "
                    f"NLPD {m['nlpd']:.4g}; interval coverage 50 % → {100 * m['coverage_50']:.0f} %, "
                    f"90 % → {100 * m['coverage_90']:.0f} %, 95 % → {100 * m['coverage_95']:.0f} %")
     click.echo(f"\nSaved {out}. Next: hdgp predict {out} NEW.csv -o predictions.csv; hdgp explain {out} -o report/")
+
+
+def _echo_selection(rows, task: str) -> None:
+    def cell(value, fmt):
+        return "—" if value is None else format(value, fmt)
+
+    if task == "classification":
+        click.echo("\nModel comparison (validation split of the training rows; lower log-loss is better):")
+        click.echo(f"  {'model':<16}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}")
+        cells = [(cell(r["val_log_loss"], ".4g"), cell(r["val_accuracy"], ".3f")) for r in rows]
+    else:
+        click.echo("\nModel comparison (validation split of the training rows; higher log density is better):")
+        click.echo(f"  {'model':<14}{'log density':>12}{'RMSE':>11}{'fit (s)':>9}")
+        cells = [(cell(r["val_log_density"], ".4g"), cell(r["val_rmse"], ".4g")) for r in rows]
+    width = (16, 10, 10) if task == "classification" else (14, 12, 11)
+    for r, (a, b) in zip(rows, cells):
+        mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
+        sec = cell(r["fit_seconds"], ".1f")
+        click.echo(f"  {r['model']:<{width[0]}}{a:>{width[1]}}{b:>{width[2]}}{sec:>9}{mark}")
 
 
 # -------------------------------------------------------------------- predict
@@ -172,8 +202,10 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
 
     Writes one row per input row: the predictive mean, its standard deviation and
     a central interval (mean ± z·std, Gaussian) of a new observation, in the
-    target's original units. The table needs the training feature columns (any
-    order; other columns are ignored).
+    target's original units. For a classifier: the most probable class (column
+    label, as written in the training table) and one proba_<class> column per
+    class. The table needs the training feature columns (any order; other columns
+    are ignored).
 
     \b
     Example:
@@ -209,10 +241,13 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
     except OSError as exc:  # disk full, no permission
         _fail(exc)
     if as_json:
-        click.echo(json.dumps({"output": str(out), "n_rows": len(table), "columns": list(table.columns),
-                               "mean": {"min": float(table["mean"].min()), "max": float(table["mean"].max())},
-                               "std": {"min": float(table["std"].min()), "max": float(table["std"].max())}},
-                              indent=2))
+        info = {"output": str(out), "n_rows": len(table), "columns": list(table.columns)}
+        if tm.task == "classification":
+            info["labels"] = {str(k): int(v) for k, v in table["label"].value_counts().sort_index().items()}
+        else:
+            info.update(mean={"min": float(table["mean"].min()), "max": float(table["mean"].max())},
+                        std={"min": float(table["std"].min()), "max": float(table["std"].max())})
+        click.echo(json.dumps(info, indent=2))
     elif not quiet:
         click.echo(f"Wrote {len(table)} predictions to {out}")
 
@@ -230,10 +265,11 @@ def explain(model_file, top, output, as_json, quiet):
     """Write an HTML report explaining a fitted model (works offline).
 
     The report shows the data summary, held-out accuracy and calibration
-    (coverage of 50/90/95 % intervals, NLPD), the model comparison of
-    --model auto, the fitted hyper-parameters and, for OAK models, the Sobol
-    ranking of features and interactions, the top components and the
-    cumulative-Sobol curve.
+    (coverage of 50/90/95 % intervals, NLPD; for classifiers accuracy, log-loss,
+    Brier score, ROC AUC, a reliability diagram and a confusion table), the
+    model comparison of --model auto, the fitted hyper-parameters and, for OAK
+    models, the Sobol ranking of features and interactions, the top components
+    (regression) and the cumulative-Sobol curve.
 
     \b
     Example:

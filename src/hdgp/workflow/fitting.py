@@ -10,14 +10,16 @@ import warnings
 
 import numpy as np
 import pandas as pd
+from sklearn.base import is_classifier
 from sklearn.model_selection import train_test_split
 
 from .. import metrics as _metrics
-from ..io.table import TableError, TableSchema
+from ..io.table import TASKS, TableError, TableSchema
 from ..presets import preset, presets
+from .classification import classifier_for, evaluate_classifier
 from .tabular import TabularModel
 
-__all__ = ["fit_table", "make_estimator", "evaluate", "COVERAGE_LEVELS", "MIN_TRAIN_ROWS"]
+__all__ = ["fit_table", "make_estimator", "resolve_model", "evaluate", "COVERAGE_LEVELS", "MIN_TRAIN_ROWS"]
 
 #: Central-interval probabilities whose held-out coverage is reported.
 COVERAGE_LEVELS = (0.5, 0.9, 0.95)
@@ -35,6 +37,27 @@ def _resolve_name(model: str) -> str:
     if key in names:
         return names[key]
     raise ValueError(f"Unknown model {model!r}. Use 'auto' or one of: {', '.join(sorted(names.values()))}.")
+
+
+def resolve_model(model: str, schema: TableSchema) -> str:
+    """The preset fitted for ``model`` on the schema's task (e.g. ``oak`` on a class target: OAK-classifier).
+
+    Raises
+    ------
+    ValueError
+        Unknown name, a regression-only model on a classification target (or the
+        reverse), or a classifier that cannot handle the number of classes.
+    """
+    name = _resolve_name(model)
+    classifier = is_classifier(preset(name))
+    if schema.task == "classification":
+        return classifier_for(name, len(schema.classes), is_classifier=classifier)
+    if classifier:
+        regression = sorted(n for n in presets() if not is_classifier(preset(n)))
+        raise ValueError(f"Model {name} is a classifier, but the target {schema.target!r} is fitted as regression "
+                         f"({schema.task_reason}). Use --task classification if its values are class labels, or a "
+                         f"regression model: auto, {', '.join(n.lower() for n in regression)}.")
+    return name
 
 
 def make_estimator(model: str, schema: TableSchema, *, params: dict | None = None, random_state=0,
@@ -93,6 +116,15 @@ def evaluate(est, X, y) -> tuple[dict, np.ndarray, np.ndarray]:
     return out, mean, std
 
 
+def _target_summary(schema: TableSchema, y: np.ndarray) -> dict:
+    if schema.task == "classification":
+        counts = np.bincount(y, minlength=len(schema.classes))
+        return {"name": schema.target, "task": "classification", "reason": schema.task_reason,
+                "classes": list(schema.classes), "counts": [int(c) for c in counts]}
+    return {"name": schema.target, "task": "regression", "reason": schema.task_reason, "min": float(y.min()),
+            "max": float(y.max()), "mean": float(y.mean()), "std": float(y.std())}
+
+
 def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_train: int, n_test: int) -> dict:
     features = []
     for c in schema.features:
@@ -105,9 +137,7 @@ def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_tra
             entry.update(min=float(col.min()), max=float(col.max()), mean=float(col.mean()), std=float(col.std()))
         features.append(entry)
     return {"n_rows": int(len(y)), "n_train": int(n_train), "n_test": int(n_test), "dropped": list(schema.dropped),
-            "target": {"name": schema.target, "min": float(y.min()), "max": float(y.max()),
-                       "mean": float(y.mean()), "std": float(y.std())},
-            "features": features}
+            "target": _target_summary(schema, y), "features": features}
 
 
 def _fit(est, X, y):
@@ -118,8 +148,8 @@ def _fit(est, X, y):
     return time.perf_counter() - start, sorted({f"{w.category.__name__}: {w.message}" for w in caught})
 
 
-def fit_table(frame: pd.DataFrame, target: str, *, model: str = "auto", categorical=(), drop=(),
-              drop_missing: bool = False, test_size: float = 0.2, random_state: int = 0,
+def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: str = "auto", categorical=(),
+              drop=(), drop_missing: bool = False, test_size: float = 0.2, random_state: int = 0,
               params: dict | None = None, progress=None, verbose: bool = False) -> TabularModel:
     """Fit a GP to a table and score it on held-out rows.
 
@@ -129,11 +159,19 @@ def fit_table(frame: pd.DataFrame, target: str, *, model: str = "auto", categori
         The whole table (features, target and any ignored columns).
     target : str
         Column to predict.
+    task : {"auto", "regression", "classification"}, default="auto"
+        ``"auto"``: a text, categorical or boolean target, or a numeric one with
+        exactly two distinct values, is classification; any other numeric target is
+        regression (:func:`hdgp.io.table.infer_task`). Classification keeps the
+        table's class labels (``schema.classes``) and holds out a stratified split.
     model : str, default="auto"
         A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
-        fit the candidates of :func:`hdgp.workflow.select.candidate_models` and keep
-        the one with the best validation log predictive density
-        (:func:`hdgp.workflow.select.select_model`).
+        fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
+        or :func:`hdgp.workflow.classification.classifier_candidates` and keep the one
+        with the best validation log predictive density / log-loss
+        (:func:`hdgp.workflow.select.select_model`). On a classification target
+        ``oak``, ``rbf-ard`` and ``sigp`` mean OAK-classifier, GP-classifier and
+        SIGP-classifier; regression-only models are refused.
     categorical, drop, drop_missing
         See :meth:`hdgp.io.TableSchema.infer`.
     test_size : float, default=0.2
@@ -150,45 +188,62 @@ def fit_table(frame: pd.DataFrame, target: str, *, model: str = "auto", categori
     Returns
     -------
     TabularModel
-        ``metadata`` holds ``model``, ``metrics`` (held-out), ``data``, ``holdout``
-        (held-out inputs/targets/predictions), ``selection``, ``fit_seconds`` and ``warnings``.
+        ``metadata`` holds ``task``, ``model``, ``metrics`` (held-out), ``data``, ``holdout``
+        (held-out inputs, targets and predictions: ``mean``/``std`` for regression,
+        ``proba`` for classification), ``selection``, ``fit_seconds`` and ``warnings``.
     """
     progress = progress or _quiet
     if not 0 <= test_size < 1:
         raise ValueError(f"test_size must be in [0, 1) (a fraction of the rows), got {test_size!r}.")
-    schema, X_raw, y = TableSchema.infer(frame, target, categorical=categorical, drop=drop, drop_missing=drop_missing)
-    n = len(y)
-    n_test = int(round(test_size * n))
-    if n - n_test < MIN_TRAIN_ROWS:
-        raise TableError(f"The table has {n} usable rows; at least {MIN_TRAIN_ROWS} training rows are needed "
-                         f"after holding out {n_test} for testing. Add rows or lower --test-size.")
-    if n_test and n_test < 2:
-        n_test = 0
-    if n_test:
-        train_idx, test_idx = train_test_split(np.arange(n), test_size=n_test, random_state=random_state)
-    else:
-        train_idx, test_idx = np.arange(n), np.arange(0)
+    if task not in TASKS:
+        raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}.")
+    schema, X_raw, y = TableSchema.infer(frame, target, task=task, categorical=categorical, drop=drop,
+                                         drop_missing=drop_missing)
+    progress(f"task: {schema.task} ({schema.task_reason})"
+             + (f"; classes: {', '.join(map(repr, schema.classes))}" if schema.classes else ""))
+    name = None if model.lower() == "auto" else resolve_model(model, schema)
+    if name is not None and name.lower() != model.lower():
+        progress(f"--model {model} on a classification target: fitting {name}")
+    train_idx, test_idx = _split(schema, y, test_size, random_state)
     X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
     selection = None
-    if model.lower() == "auto":
+    if name is None:
         from .select import select_model
 
-        model, selection = select_model(X_train, y_train, schema, params=params, random_state=random_state,
-                                        progress=progress)
-    est = make_estimator(model, schema, params=params, random_state=random_state, verbose=verbose,
+        name, selection = select_model(X_train, y_train, schema, params=params, random_state=random_state,
+                                       progress=progress)
+    est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
-    name = _resolve_name(model)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     seconds, caught = _fit(est, schema.encode(X_train), y_train)
     progress(f"fitted {name} in {seconds:.1f} s")
-    meta = {"model": name, "fit_seconds": seconds, "warnings": caught, "selection": selection,
+    meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": caught, "selection": selection,
             "random_state": random_state, "test_size": test_size,
             "data": _data_summary(X_raw, schema, y, len(train_idx), len(test_idx)),
             "metrics": None, "holdout": None}
     if len(test_idx):
         X_test = schema.encode(X_raw.iloc[test_idx])
-        meta["metrics"], mean, std = evaluate(est, X_test, y[test_idx])
-        meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx], "mean": mean, "std": std,
-                           "rows": np.asarray(X_raw.index[test_idx]).astype(str)}
-        progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items()))
+        meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx], "rows": np.asarray(X_raw.index[test_idx]).astype(str)}
+        if schema.task == "classification":
+            meta["metrics"], meta["holdout"]["proba"] = evaluate_classifier(est, X_test, y[test_idx],
+                                                                            len(schema.classes))
+        else:
+            meta["metrics"], meta["holdout"]["mean"], meta["holdout"]["std"] = evaluate(est, X_test, y[test_idx])
+        progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items() if v is not None))
     return TabularModel(est, schema, meta)
+
+
+def _split(schema: TableSchema, y: np.ndarray, test_size: float, random_state) -> tuple[np.ndarray, np.ndarray]:
+    """Training and held-out row positions; stratified by class for classification."""
+    n = len(y)
+    n_test = int(round(test_size * n))
+    stratify = None
+    if schema.task == "classification" and n_test:
+        n_test = max(n_test, len(schema.classes))  # a stratified split holds out every class
+        stratify = y
+    if n - n_test < MIN_TRAIN_ROWS or (stratify is not None and n - n_test < len(schema.classes)):
+        raise TableError(f"The table has {n} usable rows; at least {MIN_TRAIN_ROWS} training rows are needed "
+                         f"after holding out {n_test} for testing. Add rows or lower --test-size.")
+    if n_test < 2:
+        return np.arange(n), np.arange(0)
+    return train_test_split(np.arange(n), test_size=n_test, random_state=random_state, stratify=stratify)

@@ -3,7 +3,9 @@
 The report works offline (no scripts, fonts or styles from the network) and the
 PNGs are also written next to ``report.html``. Sections: data summary, held-out
 accuracy and calibration, model choice (``--model auto``), learned quantities,
-the Sobol ranking table, the top components and the cumulative-Sobol curve.
+the Sobol ranking table, the top components and the cumulative-Sobol curve; for
+classifiers the accuracy section shows classification metrics, a reliability diagram
+and confusion counts (:mod:`hdgp.workflow.report_classification`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from scipy.stats import norm
 
 from .. import __version__
 from ..io.atomic import write_bytes_atomic
+from .report_classification import accuracy_section, reliability_figure
 from .summary import learned_quantities
 
 __all__ = ["write_report", "report_data"]
@@ -160,16 +163,26 @@ def _component_figure(tm, term: tuple, sobol: float):
     return fig
 
 
+def _sobol_result(est):
+    """The Sobol result of the (single) latent function: ``sobol_``, or a binary classifier's only entry."""
+    sobol = est.sobol_
+    return sobol[0] if isinstance(sobol, list) else sobol
+
+
+def _has_sobol(est) -> bool:
+    return isinstance(getattr(est, "sobol_indices_", None), dict)
+
+
 def _cumulative_figure(tm, holdout):
     from ..plotting import plot_truncation_curve
 
     est = tm.estimator
-    if holdout is not None and len(holdout["y"]):
+    if holdout is not None and len(holdout["y"]) and hasattr(est, "truncation_curve"):
         X = pd.DataFrame(np.asarray(holdout["X"]), columns=tm.schema.encoded_names)
         curve = est.truncation_curve(X, holdout["y"], max_terms=min(50, len(est.sobol_.terms)))
         return plot_truncation_curve(curve), curve
     plt = _pyplot()
-    values = est.sobol_.values.cpu().numpy()[:50]
+    values = _sobol_result(est).values.cpu().numpy()[:50]
     fig, ax = plt.subplots(figsize=(5, 3.5))
     ax.plot(np.arange(1, len(values) + 1), np.cumsum(values), "g--")
     ax.set_xlabel("number of terms (ranked by Sobol index)")
@@ -182,9 +195,11 @@ def _cumulative_figure(tm, holdout):
 def report_data(tm, top: int = 10) -> dict:
     """Numbers shown in the report (also printed by ``hdgp explain --json``)."""
     est, meta = tm.estimator, tm.metadata
-    out = {"model": meta.get("model"), "target": tm.target, "metrics": meta.get("metrics"),
+    out = {"model": meta.get("model"), "task": tm.task, "target": tm.target, "metrics": meta.get("metrics"),
            "selection": meta.get("selection"), "learned": learned_quantities(est), "sobol": None}
-    if hasattr(est, "sobol_indices_"):
+    if tm.task == "classification":
+        out["classes"] = list(tm.schema.classes)
+    if _has_sobol(est):
         out["sobol"] = [{"term": list(k), "sobol": float(v)} for k, v in list(est.sobol_indices_.items())[:top]]
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
     return out
@@ -197,9 +212,16 @@ def _sections(tm, top: int, images: dict) -> list[str]:
     # data summary
     tgt = data.get("target", {})
     parts.append("<h2 id='data'>Data</h2>")
+    if tm.task == "classification":
+        classes = ", ".join(f"{c} ({n} rows)" for c, n in zip(tgt.get("classes", []), tgt.get("counts", [])))
+        described = f"classification, {len(tm.schema.classes)} classes: {classes}"
+    else:
+        described = (f"mean {_fmt(tgt.get('mean'))}, std {_fmt(tgt.get('std'))}, "
+                     f"range [{_fmt(tgt.get('min'))}, {_fmt(tgt.get('max'))}]")
+    reason = f" Task chosen because the {tgt['reason']}." if tgt.get("reason", "").startswith("target") else ""
     parts.append(f"<p>{_e(data.get('n_rows', '?'))} rows: {_e(data.get('n_train', '?'))} for training, "
-                 f"{_e(data.get('n_test', 0))} held out. Target <b>{_e(tm.target)}</b>: mean {_fmt(tgt.get('mean'))}, "
-                 f"std {_fmt(tgt.get('std'))}, range [{_fmt(tgt.get('min'))}, {_fmt(tgt.get('max'))}].</p>")
+                 f"{_e(data.get('n_test', 0))} held out. Target <b>{_e(tm.target)}</b>: {_e(described)}."
+                 f"{_e(reason)}</p>")
     rows = []
     for f in data.get("features", []):
         if f["kind"] == "categorical":
@@ -213,7 +235,9 @@ def _sections(tm, top: int, images: dict) -> list[str]:
     # accuracy and calibration
     parts.append("<h2 id='accuracy'>Accuracy and calibration (held-out rows)</h2>")
     metrics = meta.get("metrics")
-    if metrics:
+    if tm.task == "classification":
+        parts += accuracy_section(tm, images, _table, _fmt, _e)
+    elif metrics:
         rows = [["RMSE", _fmt(metrics["rmse"]), "target units; lower is better"],
                 ["MAE", _fmt(metrics["mae"]), "target units"],
                 ["R²", _fmt(metrics["r2"]), "1 = perfect, 0 = predicting the mean"],
@@ -229,14 +253,18 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                      "could not be measured. Refit with --test-size 0.2.</p>")
     # selection
     if meta.get("selection"):
+        classify = tm.task == "classification"
+        keys = ("val_log_loss", "val_accuracy") if classify else ("val_log_density", "val_rmse")
+        header = (["validation log-loss", "validation accuracy"] if classify
+                  else ["validation log density", "validation RMSE"])
         parts.append("<h2 id='selection'>Model choice (--model auto)</h2>")
         parts.append("<p class='note'>Each candidate was fitted on 80 % of the training rows and scored by its "
-                     "mean log predictive density on the other 20 % (higher is better); the best was refitted on "
-                     "all training rows.</p>")
-        rows = [[r["model"] + (" ✔" if r.get("selected") else ""), _fmt(r["val_log_density"]), _fmt(r["val_rmse"]),
+                     + ("log-loss on the other 20 % (lower is better)" if classify else
+                        "mean log predictive density on the other 20 % (higher is better)")
+                     + "; the best was refitted on all training rows.</p>")
+        rows = [[r["model"] + (" ✔" if r.get("selected") else ""), _fmt(r[keys[0]]), _fmt(r[keys[1]]),
                  _fmt(r["fit_seconds"], 3), r["error"] or ""] for r in meta["selection"]]
-        parts.append(_table(["model", "validation log density", "validation RMSE", "fit (s)", "error"], rows,
-                            "selection"))
+        parts.append(_table(["model", *header, "fit (s)", "error"], rows, "selection"))
     # learned quantities
     q = learned_quantities(est)
     parts.append("<h2 id='model'>Fitted model</h2>")
@@ -252,9 +280,11 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         parts.append("<p class='note'>Warnings during fitting: " + _e("; ".join(meta["warnings"][:5])) + "</p>")
     # Sobol
     parts.append("<h2 id='sobol'>Which features and interactions matter (Sobol indices)</h2>")
-    if hasattr(est, "sobol_indices_"):
+    if _has_sobol(est):
+        latent = (" For a classifier the function is the latent score whose probit gives the class probability."
+                  if tm.task == "classification" else "")
         parts.append("<p class='note'>Normalised Sobol index: the share of the variance of the fitted function "
-                     "explained by each additive component (a feature or an interaction of features).</p>")
+                     f"explained by each additive component (a feature or an interaction of features).{latent}</p>")
         ranked = list(est.sobol_indices_.items())[:top]
         cum = np.cumsum([v for _, v in ranked])
         rows = [[str(i + 1), " × ".join(k), str(len(k)), f"{v:.4f}", f"{c:.4f}"]
@@ -263,20 +293,24 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         order = np.asarray(est.sobol_order_, float)
         shares = ", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(order) if v > 5e-4)
         parts.append(f"<p>Share by interaction order: {_e(shares)}</p>")
-        parts.append("<h2 id='components'>Top components</h2>")
-        for name, src in images.items():
-            if name.startswith("component"):
-                parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
-        parts.append("<p class='note'>Posterior mean of each component (its effect on the target, in target "
-                     "units) with a ±2 std band or error bars; features not in a component do not change it. "
-                     "Two-feature components with a discrete feature show one curve per level.</p>")
+        if hasattr(est, "predict_component"):
+            parts.append("<h2 id='components'>Top components</h2>")
+            for name, src in images.items():
+                if name.startswith("component"):
+                    parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
+            parts.append("<p class='note'>Posterior mean of each component (its effect on the target, in target "
+                         "units) with a ±2 std band or error bars; features not in a component do not change it. "
+                         "Two-feature components with a discrete feature show one curve per level.</p>")
         parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
-                     "<figcaption>Cumulative Sobol index (green) and, with held-out rows, the RMSE of the model "
-                     "truncated to the top terms (red).</figcaption></figure>")
+                     "<figcaption>Cumulative Sobol index (green)"
+                     + (" and, with held-out rows, the RMSE of the model truncated to the top terms (red)"
+                        if hasattr(est, "truncation_curve") else "") + ".</figcaption></figure>")
     else:
+        two = " (two classes)" if tm.task == "classification" else ""
         parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
-                     "decomposition. Refit with <code>--model oak</code> for a ranking of features and interactions.</p>")
+                     f"decomposition. Refit with <code>--model oak</code>{two} for a ranking of features and "
+                     "interactions.</p>")
     return parts
 
 
@@ -284,12 +318,15 @@ def _figures(tm, top: int) -> dict:
     est, meta = tm.estimator, tm.metadata
     figures = {}
     holdout = meta.get("holdout")
-    if holdout is not None and len(holdout["y"]):
+    if holdout is not None and len(holdout["y"]) and tm.task == "classification":
+        figures["reliability.png"] = _png(reliability_figure(holdout["y"], holdout["proba"], _pyplot()))
+    elif holdout is not None and len(holdout["y"]):
         figures["calibration.png"] = _png(_calibration_figure(np.asarray(holdout["y"]), np.asarray(holdout["mean"]),
                                                               np.asarray(holdout["std"])))
-    if hasattr(est, "sobol_indices_"):
-        ranked = list(zip(est.sobol_.terms[:top], est.sobol_.values[:top].tolist()))
-        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12]
+    if _has_sobol(est):
+        sobol = _sobol_result(est)
+        ranked = list(zip(sobol.terms[:top], sobol.values[:top].tolist()))
+        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12] if hasattr(est, "predict_component") else []
         for k, (u, v) in enumerate(shown, 1):
             figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), v))
         fig, _ = _cumulative_figure(tm, holdout)

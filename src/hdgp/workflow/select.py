@@ -13,6 +13,12 @@ Rule (documented in ``hdgp fit --help``):
    training marginal likelihood, is comparable across families (SIGP has none).
 3. The winner is refitted on all training rows; the held-out test rows are never
    used for the choice.
+
+Classification targets (``schema.task == "classification"``) follow the same rule
+with the candidates of :func:`hdgp.workflow.classification.classifier_candidates`
+(OAK-classifier for two classes, GP-classifier, SIGP-classifier), a validation split
+stratified by class, and the validation log-loss
+(:math:`-\\frac1m\\sum \\log p(y_i \\mid x_i)`, lower is better) as the score.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from ..io.table import TableError
+from .classification import classifier_candidates, evaluate_classifier
 
 __all__ = ["candidate_models", "select_model", "VALIDATION_FRACTION", "MIN_AUTO_ROWS"]
 
@@ -40,58 +47,92 @@ def candidate_models(n: int) -> list[str]:
     return ["DPA-GP-ARD", "SGPR-RBF-ARD"]
 
 
+def _score(est, X, y, schema) -> dict:
+    """Validation scores of a fitted candidate; ``score`` is maximised."""
+    from .fitting import evaluate
+
+    if schema.task == "classification":
+        scores, _ = evaluate_classifier(est, X, y, len(schema.classes))
+        return {"score": -scores["log_loss"], "val_log_loss": scores["log_loss"], "val_accuracy": scores["accuracy"]}
+    scores, _, _ = evaluate(est, X, y)
+    return {"score": -scores["nlpd"], "val_log_density": -scores["nlpd"], "val_rmse": scores["rmse"]}
+
+
+def _message(row: dict) -> str:
+    if row["error"] is not None:
+        return f"failed ({row['error']})"
+    if "val_log_loss" in row:
+        return f"validation log-loss {row['val_log_loss']:.4g}, accuracy {row['val_accuracy']:.3f}"
+    return f"validation log density {row['val_log_density']:.4g}, RMSE {row['val_rmse']:.4g}"
+
+
 def select_model(X, y, schema, *, params=None, random_state=0, progress=None, candidates=None):
-    """Choose a model for ``(X, y)`` by validation log predictive density.
+    """Choose a model for ``(X, y)`` by validation log predictive density (classification: log-loss).
 
     Parameters
     ----------
     X : DataFrame of raw feature columns
     y : ndarray
+        Target values, or class codes when ``schema.task == "classification"``.
     schema : hdgp.io.TableSchema
     params : dict, optional
         Parameter overrides, applied to the candidates that have them.
     candidates : list of str, optional
-        Preset names (default :func:`candidate_models`).
+        Preset names (default :func:`candidate_models`, or
+        :func:`~hdgp.workflow.classification.classifier_candidates` for a class target).
 
     Returns
     -------
     name : str
         The winning preset.
     comparison : list of dict
-        Per candidate: ``model``, ``val_log_density`` (mean, higher is better),
-        ``val_rmse``, ``fit_seconds`` and ``error`` (why a candidate failed, else None).
+        Per candidate: ``model``, ``val_log_density`` (mean, higher is better) and
+        ``val_rmse`` (classification: ``val_log_loss``, lower is better, and
+        ``val_accuracy``), ``fit_seconds``, ``error`` (why a candidate failed, else
+        None) and ``selected``.
     """
-    from .fitting import _fit, evaluate, make_estimator
+    from .fitting import _fit, make_estimator
 
     progress = progress or (lambda message: None)
     n = len(y)
     if n < MIN_AUTO_ROWS:
         raise TableError(f"--model auto needs at least {MIN_AUTO_ROWS} training rows to compare models on a "
                          f"validation split; this table has {n}. Choose a model, e.g. --model rbf-ard.")
-    candidates = list(candidates or candidate_models(n))
-    fit_idx, val_idx = train_test_split(np.arange(n), test_size=VALIDATION_FRACTION, random_state=random_state)
+    classify = schema.task == "classification"
+    if candidates is None:
+        candidates = classifier_candidates(n, len(schema.classes)) if classify else candidate_models(n)
+    candidates = list(candidates)
+    n_val, n_classes = math.ceil(VALIDATION_FRACTION * n), len(schema.classes)
+    stratify = y if classify and np.bincount(y).min() >= 2 and min(n_val, n - n_val) >= n_classes else None
+    fit_idx, val_idx = train_test_split(np.arange(n), test_size=VALIDATION_FRACTION, random_state=random_state,
+                                        stratify=stratify)
+    keys = ("val_log_loss", "val_accuracy") if classify else ("val_log_density", "val_rmse")
     rows = []
     for i, name in enumerate(candidates, 1):
         progress(f"[auto {i}/{len(candidates)}] fitting {name} on {len(fit_idx)} rows, validating on {len(val_idx)}")
-        row = {"model": name, "val_log_density": None, "val_rmse": None, "fit_seconds": None, "error": None}
+        row = {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "error": None}
+        score = None
         try:
             est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
             row["fit_seconds"], _ = _fit(est, schema.encode(X.iloc[fit_idx]), y[fit_idx])
-            scores, _, _ = evaluate(est, schema.encode(X.iloc[val_idx]), y[val_idx])
-            row["val_log_density"], row["val_rmse"] = -scores["nlpd"], scores["rmse"]
+            scores = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)
+            score = scores.pop("score")
+            row.update(scores)
         except Exception as exc:  # a family that cannot handle this table must not stop the others
             row["error"] = f"{type(exc).__name__}: {exc}"
-        if row["val_log_density"] is not None and not math.isfinite(row["val_log_density"]):
-            row["error"], row["val_log_density"] = "non-finite validation score", None
+        if row["error"] is None and not math.isfinite(score):
+            row["error"], score = "non-finite validation score", None
+            row.update(dict.fromkeys(keys))
+        row["_score"] = score
         rows.append(row)
-        progress(f"[auto {i}/{len(candidates)}] {name}: " + (
-            f"validation log density {row['val_log_density']:.4g}, RMSE {row['val_rmse']:.4g}"
-            if row["error"] is None else f"failed ({row['error']})"))
-    scored = [r for r in rows if r["val_log_density"] is not None]
+        progress(f"[auto {i}/{len(candidates)}] {name}: {_message(row)}")
+    scored = [r for r in rows if r["_score"] is not None]
     if not scored:
         raise RuntimeError("Every candidate model failed on this table: "
                            + "; ".join(f"{r['model']}: {r['error']}" for r in rows))
-    best = max(scored, key=lambda r: r["val_log_density"])
+    best = max(scored, key=lambda r: r["_score"])
     for r in rows:
         r["selected"] = r is best
+    for r in rows:
+        del r["_score"]
     return best["model"], rows

@@ -21,9 +21,18 @@ def feature_names(est) -> list:
     return [f"x{i}" for i in range(getattr(est, "n_features_in_", 0))]
 
 
+def _kernel(est):
+    """The fitted kernel: ``kernel_``, or that of a binary classifier's single latent model."""
+    kernel = getattr(est, "kernel_", None)
+    models = getattr(est, "models_", None)
+    if kernel is None and isinstance(models, list) and len(models) == 1:
+        kernel = getattr(models[0], "kernel", None)
+    return kernel
+
+
 def _per_feature_lengthscales(est, names):
     """``{feature: length-scale}`` on the model's (transformed) input scale, or None."""
-    kernel = getattr(est, "kernel_", None)
+    kernel = _kernel(est)
     if not isinstance(kernel, torch.nn.Module):
         return None
     cont = getattr(est, "continuous_features_", None)
@@ -50,8 +59,10 @@ def learned_quantities(est) -> dict:
         (feature → length-scale on the standardised/warped input scale, smallest
         = most wiggly first), ``outputscale``, ``order_variances``,
         ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
-        ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP), plus
-        ``n_train`` and ``n_features``.
+        ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
+        ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
+        inverse temperature), plus ``n_train`` and ``n_features``. A binary GP /
+        OAK classifier reports the length-scales and Sobol terms of its latent function.
     """
     names = feature_names(est)
     out: dict = {"estimator": type(est).__name__, "n_features": len(names)}
@@ -68,14 +79,18 @@ def learned_quantities(est) -> dict:
     scales = _per_feature_lengthscales(est, names)
     if scales:
         out["lengthscales"] = dict(sorted(scales.items(), key=lambda kv: kv[1]))
-    kernel = getattr(est, "kernel_", None)
+    kernel = _kernel(est)
     if kernel is not None and hasattr(kernel, "outputscale"):
         out["outputscale"] = float(kernel.outputscale) * y_scale**2
     if hasattr(est, "order_variances_"):
         out["order_variances"] = np.asarray(est.order_variances_, float).tolist()
     elif kernel is not None and hasattr(kernel, "order_variances"):
         out["order_variances"] = kernel.order_variances.detach().cpu().numpy().tolist()
-    if hasattr(est, "sobol_indices_"):
+    if hasattr(est, "classes_"):
+        out["n_classes"] = len(est.classes_)
+    if hasattr(est, "temperature_"):
+        out["temperature"] = float(est.temperature_)
+    if isinstance(getattr(est, "sobol_indices_", None), dict):  # one latent function (a list: one per class)
         out["sobol_top"] = {" × ".join(k): float(v) for k, v in list(est.sobol_indices_.items())[:_TOP]}
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
     if hasattr(est, "log_marginal_likelihood_value_"):
@@ -115,6 +130,8 @@ def summarize(est, *, header: bool = True) -> str:
         lines.append("  order variances σ²_0..R: " + ", ".join(f"{v:.3g}" for v in q["order_variances"]))
     if "sobol_top" in q:
         lines.append("  top Sobol terms: " + ", ".join(f"{k} {v:.3f}" for k, v in list(q["sobol_top"].items())[:5]))
+    if "temperature" in q:
+        lines.append(f"  softmax inverse temperature: {q['temperature']:.4g}")
     if "best_params" in q:
         lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
     if "log_marginal_likelihood" in q:

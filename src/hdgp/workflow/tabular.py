@@ -11,6 +11,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from ..io.table import TableError, TableSchema
+from .classification import predict_proba_codes, proba_frame
 from .summary import summarize
 
 __all__ = ["TabularModel", "predict_frame"]
@@ -102,6 +103,18 @@ class TabularModel:
         """Name of the predicted column."""
         return self.schema.target
 
+    @property
+    def task(self) -> str:
+        """``"regression"`` or ``"classification"``."""
+        return self.schema.task
+
+    @property
+    def classes_(self) -> np.ndarray:
+        """Class labels, as in the training table (classification only)."""
+        if self.task != "classification":
+            raise AttributeError("classes_ exists only for a model fitted to a classification target.")
+        return np.asarray(self.schema.classes)
+
     def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
         """The numeric inputs the estimator sees for ``frame`` (checks columns and values)."""
         if not isinstance(frame, pd.DataFrame):
@@ -111,7 +124,7 @@ class TabularModel:
         return self.schema.encode(frame)
 
     def predict(self, frame: pd.DataFrame, *, level: float = 0.95, id_column: str | None = None) -> pd.DataFrame:
-        """Predictive mean, standard deviation and central interval of the target, per row.
+        """Predictions per row: the target's distribution (regression) or class probabilities.
 
         Parameters
         ----------
@@ -119,25 +132,47 @@ class TabularModel:
             Must contain every training feature column (any order; extra columns,
             including the target, are ignored).
         level : float, default=0.95
-            Probability of the central interval ``mean ± z·std`` (Gaussian predictive of y).
+            Regression: probability of the central interval ``mean ± z·std``
+            (Gaussian predictive of y). Not used by classifiers.
         id_column : str, optional
             Column copied to the output first, to match predictions to rows.
 
         Returns
         -------
-        DataFrame with the input's index and columns ``[id_column,] mean, std,
-        lower_<pct>, upper_<pct>`` in the target's original units.
+        DataFrame with the input's index. Regression: columns ``[id_column,] mean,
+        std, lower_<pct>, upper_<pct>`` in the target's original units.
+        Classification: ``[id_column,] label, proba_<class>...``, the most probable
+        class (a label as in the training table) and one probability per class.
         """
         if not 0 < level < 1:
             raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
         if id_column is not None and id_column not in frame.columns:
             raise TableError(f"The id column {id_column!r} is not in the table. Columns: {', '.join(map(repr, frame.columns))}.")
-        out = predict_frame(self.estimator, self.transform(frame), level=level)
+        if self.task == "classification":
+            out = self.predict_proba(frame)
+        else:
+            out = predict_frame(self.estimator, self.transform(frame), level=level)
+            if not np.all(np.isfinite(out[["mean", "std"]].to_numpy())):
+                raise FloatingPointError("The model produced non-finite predictions; refit it (see `hdgp fit --help`).")
         if id_column is not None:
+            if id_column in out.columns:
+                raise TableError(f"The id column {id_column!r} has the name of a prediction column; rename it.")
             out.insert(0, id_column, frame[id_column].to_numpy())
-        if not np.all(np.isfinite(out[["mean", "std"]].to_numpy())):
-            raise FloatingPointError("The model produced non-finite predictions; refit it (see `hdgp fit --help`).")
         return out
+
+    def predict_proba(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Class probabilities per row (classification only).
+
+        Returns
+        -------
+        DataFrame with the input's index and columns ``label`` (most probable class)
+        and ``proba_<class>`` for each class of ``classes_``; rows sum to one.
+        """
+        if self.task != "classification":
+            raise TypeError(f"predict_proba needs a classifier; this model fits {self.target!r} as regression. "
+                            "Use predict for its mean and intervals.")
+        X = self.transform(frame)
+        return proba_frame(self.schema, predict_proba_codes(self.estimator, X, len(self.schema.classes)), X.index)
 
     # ------------------------------------------------------------- display
     def summary(self) -> str:
@@ -146,6 +181,8 @@ class TabularModel:
         lines = [f"hdgp model {meta.get('model', type(self.estimator).__name__)!s} predicting {self.target!r} "
                  f"from {len(self.schema.features)} column(s)"
                  + (f" ({len(self.schema.categorical)} categorical)" if self.schema.categorical else "")]
+        if self.task == "classification":
+            lines.append(f"  classes: {', '.join(map(repr, self.schema.classes))}")
         metrics = meta.get("metrics")
         if metrics:
             lines.append("  held-out: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
