@@ -68,12 +68,17 @@ def test_one_class_or_tiny_class_is_a_clear_error():
     with pytest.raises(TableError, match=r"single class \('a': 10 rows\)"):
         fit_table(frame, "y", model="gp-classifier")
     frame["y"] = ["a"] * 6 + ["b"] * 3 + ["c"]
-    with pytest.raises(TableError, match=r"class\(es\) 'c' with fewer than 2 rows.*'a': 6 rows, 'b': 3 rows, 'c': 1 row"):
+    with pytest.raises(TableError, match=r"class\(es\) 'c' with fewer than 2 rows.*'a': 6 rows, 'b': 3 rows, 'c': 1 "):
         fit_table(frame, "y", model="gp-classifier")
+    frame["y"] = [3.0] * 9 + [5.0]  # two numbers: classification by default, with a way out
+    with pytest.raises(TableError, match=r"class\(es\) 5 with fewer.*chosen automatically.*--task regression"):
+        fit_table(frame, "y", model="rbf-ard")
+    schema, _, y = TableSchema.infer(frame, "y", task="regression")
+    assert schema.task == "regression" and set(y) == {3.0, 5.0}
 
 
 def test_wrong_model_for_the_task_lists_the_valid_ones():
-    with pytest.raises(ValueError, match=r"DPA-GP-ARD fits regression only.*oak-classifier \(or oak\).*--task regression"):
+    with pytest.raises(ValueError, match=r"DPA-GP-ARD fits regression only.*oak-classifier \(or oak\).*--task regr"):
         fit_table(FRAME, "answer", model="dpa-gp-ard")
     three = FRAME.assign(answer=np.arange(N) % 3)
     with pytest.raises(ValueError, match=r"OAK-classifier handles 2 classes; the target has 3.*sigp-classifier"):
@@ -213,3 +218,22 @@ def test_cli_refuses_a_regression_model_on_labels(cancer, tmp_path):
     result = _run("fit", cancer / "cancer.csv", "-t", "diagnosis", "--task", "regression", "-m", "gam",
                   "-o", tmp_path / "m.hdgp")
     assert result.exit_code == 1 and "target must be numeric for regression" in result.output
+
+
+def test_model_files_from_before_classification_still_load(tmp_path):
+    """A table section without task/classes/task_reason (files written before this feature) reads as regression."""
+    import zipfile
+
+    frame = FRAME.assign(answer=SCORE)
+    tm = _quiet_fit(frame, "answer", model="linear", params={"max_iter": 10})
+    path = tm.save(tmp_path / "new.hdgp")
+    with zipfile.ZipFile(path) as zf:
+        manifest, blob = json.loads(zf.read("manifest.json")), zf.read("tensors.pt")
+    state = manifest["table"]["state"]["$dict"]
+    manifest["table"]["state"]["$dict"] = [kv for kv in state if kv[0] not in ("task", "classes", "task_reason")]
+    with zipfile.ZipFile(tmp_path / "old.hdgp", "w") as zf:
+        zf.writestr("manifest.json", json.dumps(manifest))
+        zf.writestr("tensors.pt", blob)
+    old = hdgp.load(tmp_path / "old.hdgp")
+    assert "task" not in vars(old.schema) and old.task == "regression" and old.schema.classes == ()
+    pd.testing.assert_frame_equal(old.predict(frame), tm.predict(frame))

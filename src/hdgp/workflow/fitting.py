@@ -223,7 +223,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
             "metrics": None, "holdout": None}
     if len(test_idx):
         X_test = schema.encode(X_raw.iloc[test_idx])
-        meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx], "rows": np.asarray(X_raw.index[test_idx]).astype(str)}
+        meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx],
+                           "rows": np.asarray(X_raw.index[test_idx]).astype(str)}
         if schema.task == "classification":
             meta["metrics"], meta["holdout"]["proba"] = evaluate_classifier(est, X_test, y[test_idx],
                                                                             len(schema.classes))

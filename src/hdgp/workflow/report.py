@@ -326,7 +326,8 @@ def _figures(tm, top: int) -> dict:
     if _has_sobol(est):
         sobol = _sobol_result(est)
         ranked = list(zip(sobol.terms[:top], sobol.values[:top].tolist()))
-        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12] if hasattr(est, "predict_component") else []
+        plotted = hasattr(est, "predict_component")  # the OAK classifier has no component posteriors
+        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12] if plotted else []
         for k, (u, v) in enumerate(shown, 1):
             figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), v))
         fig, _ = _cumulative_figure(tm, holdout)
