@@ -59,9 +59,25 @@ def _done(store: Path) -> dict:
     return out
 
 
-def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, seed: int, verbose: bool = False) -> dict:
+def _label(model: str, params: dict) -> str:
+    """``OAK`` or, with extra parameters, ``OAK(max_order=3)`` (the store's model key)."""
+    return model + (f"({', '.join(f'{k}={v}' for k, v in sorted(params.items()))})" if params else "")
+
+
+def _params(items) -> dict:
+    out = {}
+    for item in items or ():
+        key, sep, raw = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--param expects KEY=VALUE, got {item!r}")
+        out[key] = json.loads(raw)
+    return out
+
+
+def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, seed: int, verbose: bool = False,
+            params: dict | None = None) -> dict:
     X_tr, y_tr, X_te, y_te, _ = load_uci(dataset, split)
-    overrides = dict(n_inducing=n_inducing, random_state=seed, verbose=verbose)
+    overrides = dict(params or {}, n_inducing=n_inducing, random_state=seed, verbose=verbose)
     if max_iter is not None:
         overrides["max_iter"] = max_iter
     est = hdgp.preset(model, **overrides)
@@ -77,7 +93,7 @@ def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, see
     z = (y_te - mean) / std
     loglik_std = float(np.mean(-0.5 * np.log(2 * np.pi * (std / y_scale) ** 2) - 0.5 * z**2))
     return dict(
-        dataset=dataset, model=model, split=split, n_inducing=n_inducing,
+        dataset=dataset, model=_label(model, params or {}), split=split, n_inducing=n_inducing,
         n_train=len(y_tr), n_test=len(y_te), d=X_tr.shape[1],
         inference=est.inference_, fit_seconds=round(fit_s, 2), predict_seconds=round(pred_s, 2),
         n_iter=int(getattr(est, "n_iter_", est.fit_result_.n_evaluations)),
@@ -132,6 +148,8 @@ def main(argv=None) -> int:
     parser.add_argument("--splits", nargs="+", type=int, default=[0])
     parser.add_argument("--n-inducing", nargs="+", type=int, default=[512])
     parser.add_argument("--max-iter", type=int, default=None)
+    parser.add_argument("--param", action="append", metavar="KEY=VALUE",
+                        help="extra estimator parameter, value as JSON (e.g. --param max_order=3); repeatable")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "scale")
@@ -145,17 +163,18 @@ def main(argv=None) -> int:
     store = args.out / "sparse_uci.jsonl"
     done = _done(store)
     command = "python benchmarks/sparse_uci.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    params = _params(args.param)
     for dataset in [] if args.report_only else args.datasets:
         for model in args.models:
             for m in args.n_inducing:
                 for split in args.splits:
-                    if (dataset, model, split, m) in done:
+                    if (dataset, _label(model, params), split, m) in done:
                         continue
-                    rec = run_one(dataset, model, split, m, args.max_iter, args.seed, args.verbose)
+                    rec = run_one(dataset, model, split, m, args.max_iter, args.seed, args.verbose, params)
                     rec["command"] = command
                     with open(store, "a") as fh:
                         fh.write(json.dumps(rec) + "\n")
-                    done[(dataset, model, split, m)] = rec
+                    done[(dataset, rec["model"], split, m)] = rec
                     sys.stderr.write(f"{json.dumps(rec)}\n")
     ref_dir = args.reference
     if ref_dir is None:
