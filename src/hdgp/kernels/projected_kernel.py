@@ -59,6 +59,16 @@ def _rbf_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return K.mul_(-0.5).exp_()
 
 
+def _row_blocks(n: int, symmetric: bool):
+    """``(rows, cols)`` slices that tile K in blocks of :data:`_ROW_BLOCK` rows.
+
+    For a symmetric K (both arguments the same tensor) each block only spans the
+    columns from its own diagonal on: the upper triangle, half the work.
+    """
+    for start in range(0, n, _ROW_BLOCK):
+        yield slice(start, start + _ROW_BLOCK), slice(start if symmetric else 0, None)
+
+
 class _ProjectedRBFSum(torch.autograd.Function):
     """:math:`K = \\sum_j w_j \\exp(-\\tfrac12 \\lVert Z_1^{(j)} - Z_2^{(j)} \\rVert^2)` with O(n^2) memory.
 
@@ -71,20 +81,23 @@ class _ProjectedRBFSum(torch.autograd.Function):
     one product per term instead of two, and no transposed (strided) passes.
     Both passes walk K in blocks of :data:`_ROW_BLOCK` rows and recompute each
     term :math:`K_j` there, so memory stays O(n²) for any J and every elementwise
-    pass runs in cache.
+    pass runs in cache; for :math:`K(X, X)` they visit only the upper triangle
+    (half the exponentials) and mirror it.
     """
 
     @staticmethod
     def forward(ctx, Z1, Z2, weights, slices):
         w = weights.tolist()
+        symmetric = Z1 is Z2
         shape = torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (Z1.shape[-2], Z2.shape[-2])
         K = Z1.new_zeros(shape)
-        for start in range(0, Z1.shape[-2], _ROW_BLOCK):
-            rows = slice(start, start + _ROW_BLOCK)
-            block = K[..., rows, :]
+        for rows, cols in _row_blocks(Z1.shape[-2], symmetric):
+            block = K[..., rows, cols]
             for j, sl in enumerate(slices):
-                block.add_(_rbf_term(Z1[..., rows, sl], Z2[..., sl]), alpha=w[j])
-        ctx.slices, ctx.symmetric = slices, Z1 is Z2
+                block.add_(_rbf_term(Z1[..., rows, sl], Z2[..., cols, sl]), alpha=w[j])
+            if symmetric:  # mirror the block right of the diagonal into the lower triangle
+                K[..., cols.start + block.shape[-2]:, rows] = block[..., block.shape[-2]:].transpose(-1, -2)
+        ctx.slices, ctx.symmetric = slices, symmetric
         ctx.save_for_backward(Z1, Z2, weights)
         return K
 
@@ -100,15 +113,26 @@ class _ProjectedRBFSum(torch.autograd.Function):
         if symmetric:
             G = G + G.transpose(-1, -2)  # each entry of M + M^T below, computed once
         w = weights.tolist()
-        for start in range(0, Z1.shape[-2], _ROW_BLOCK):
-            rows = slice(start, start + _ROW_BLOCK)
-            G_rows = G[..., rows, :]
+        for rows, cols in _row_blocks(Z1.shape[-2], symmetric):
+            G_block = G[..., rows, cols]
             for j, sl in enumerate(ctx.slices):
-                a, b = Z1[..., rows, sl], Z2[..., sl]
+                a, b = Z1[..., rows, sl], Z2[..., cols, sl]
                 M = _rbf_term(a, b)
-                M = M.mul_(G_rows) if M.shape == G_rows.shape else M * G_rows
+                M = M.mul_(G_block) if M.shape == G_block.shape else M * G_block
+                if symmetric:
+                    # M is the upper-triangle part of the symmetric S: the block's square
+                    # diagonal part counts once, the part right of it also stands for its
+                    # mirror image below the diagonal.
+                    nr = a.shape[-2]
+                    if need_w:
+                        gw[j] += 0.5 * M[..., :nr].sum() + M[..., nr:].sum()
+                    M.mul_(w[j])
+                    right, far = M[..., nr:], Z2[..., cols.start + nr:, sl]
+                    gZ1[..., rows, sl] += M @ b - M.sum(-1, keepdim=True) * a
+                    gZ1[..., cols.start + nr:, sl] += right.transpose(-1, -2) @ a - right.sum(-2).unsqueeze(-1) * far
+                    continue
                 if need_w:
-                    gw[j] += M.sum() * (0.5 if symmetric else 1.0)
+                    gw[j] += M.sum()
                 M.mul_(w[j])
                 if need_z1:
                     gZ1[..., rows, sl] = M @ b - M.sum(-1, keepdim=True) * a
