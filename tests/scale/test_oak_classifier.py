@@ -54,3 +54,14 @@ def test_many_level_categorical_keeps_inducing_inputs_on_level_codes():
     codes = clf.posteriors_[0].X[:, 1].numpy()
     assert set(np.unique(codes)) <= set(range(30)) and len(np.unique(codes)) > 1
     assert np.isfinite(clf.predict_proba(frame)).all()
+
+
+@pytest.mark.parametrize("n_features, expected", [(3, 3), (6, 4)])
+def test_default_max_order_is_the_papers_classification_choice(n_features, expected):
+    """max_order=None means min(D, 4) for classification (OAK paper Sec. 5.1), not the regressor's min(D, 10)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, n_features))
+    clf = OAKClassifier(n_inducing=8, max_iter=2, random_state=0).fit(X, (X[:, 0] > 0).astype(int))
+    assert clf.models_[0].kernel.order_variances.numel() == expected + 1
+    assert clf.get_params()["max_order"] is None
+    assert clf.sobol_order_.shape == (expected,)
