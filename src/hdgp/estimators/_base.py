@@ -20,7 +20,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._threads import thread_budget
-from ..inference import ENGINES
+from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
 from ..training import fit_hyperparameters
 
@@ -28,6 +28,14 @@ __all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "resolve_dtyp
 
 #: ``inference="auto"`` uses exact inference up to this many training rows.
 AUTO_EXACT_MAX_N = 5000
+
+#: Sparse and variational fits start from the hyperparameters of an exact fit on this many
+#: random training rows. Started from the generic initialisation, the collapsed bound's
+#: trace penalty tr(K_ff - Q_ff)/sigma^2 can be lowered fastest by shrinking the signal
+#: variance, and the fit ends at the noise-only model: SGPR-RBF-ARD on pumadyn32nm
+#: (d = 32, m = 100) gave test RMSE 1.003 (the target's own spread) from the generic
+#: start and 0.226 from a 500-row exact start (the exact GP on 2000 rows: 0.214).
+SUBSET_INIT_ROWS = 500
 
 #: Constructor parameters shared by every :class:`BaseGPRegressor` subclass and their defaults.
 COMMON_PARAMS = dict(
@@ -87,6 +95,8 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         Inference engine from :data:`hdgp.inference.ENGINES`. ``"auto"`` picks exact
         inference up to :data:`AUTO_EXACT_MAX_N` training rows and the sparse (SGPR)
         engine beyond, when it is available. The choice is stored in ``inference_``.
+        Sparse and variational fits start from an exact fit on
+        :data:`SUBSET_INIT_ROWS` random training rows (``init_result_``).
         ``"variational"`` (minibatch SVGP) trains with its own loop (natural gradients +
         Adam); ``optimizer`` and ``n_restarts`` do not apply to it.
     n_inducing : int, default=512
@@ -131,6 +141,9 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         :math:`\log p(y \mid X, \hat\theta)` of the standardised target at the optimum.
     fit_result_ : hdgp.training.FitResult
         Optimiser diagnostics.
+    init_result_ : hdgp.training.FitResult or None
+        Diagnostics of the exact subset fit that initialised a sparse or variational
+        fit (None when there was none).
     n_iter_ : int
         Objective evaluations used by the optimiser (all restarts).
     n_features_in_ : int
@@ -245,6 +258,9 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
             kernel = self._make_kernel(Xt)
             model = self._make_model(kernel, Xt).to(**self._torch_kwargs)
             model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
+        self.init_result_ = None
+        if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
+            self.init_result_ = self._initialise_from_subset(model, Xt, yt)
         if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
             self.fit_result_ = model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_,
                                                verbose=self.verbose)
@@ -263,6 +279,24 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         self.posterior_ = model.posterior(Xt, yt)
         self.log_marginal_likelihood_value_ = -float(model.neg_log_marginal_likelihood(Xt, yt))
         return self
+
+    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor):
+        """Fit an exact GP sharing ``model``'s kernel on :data:`SUBSET_INIT_ROWS` random rows.
+
+        The kernel module is shared, so its fitted hyperparameters are the sparse
+        model's starting point; noise and constant mean are copied over.
+        """
+        rows = np.sort(np.random.default_rng(self._fit_seed_).choice(X.shape[0], SUBSET_INIT_ROWS, replace=False))
+        rows = torch.as_tensor(rows, device=X.device)
+        exact = ExactGPModel(model.kernel, noise_lower_bound=self.noise_lower_bound,
+                             noise_prior=self._noise_prior()).to(**self._torch_kwargs)
+        exact.likelihood.noise = model.likelihood.noise.detach()
+        result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer,
+                                     random_state=self._fit_seed_, verbose=self.verbose)
+        with torch.no_grad():
+            model.likelihood.noise = exact.likelihood.noise
+            model.mean.constant.copy_(exact.mean.constant)
+        return result
 
     # ---------------------------------------------------------------- predict
     def _prepare_predict_inputs(self, X) -> torch.Tensor:

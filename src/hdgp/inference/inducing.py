@@ -159,6 +159,13 @@ class InducingPosterior(GaussianPosterior):
     noise: torch.Tensor | None
     jitter: float = 0.0
 
+    def __post_init__(self):
+        # Row-major storage: LAPACK factors come back column-major and a model file
+        # restores them row-major, and the two layouts take different BLAS paths whose
+        # results differ in the last bit; one layout keeps saved models bit-identical.
+        for name in ("inducing_points", "L_uu", "alpha", "var_factor"):
+            setattr(self, name, getattr(self, name).contiguous())
+
     @property
     def X(self) -> torch.Tensor:
         """The points that :attr:`alpha` weights (the inducing inputs), as in ``ExactPosterior.X``."""
