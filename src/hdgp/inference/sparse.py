@@ -150,7 +150,7 @@ class SGPRModel(GaussianNoiseModel):
         A = torch.linalg.solve_triangular(L, self._cross(Z, X), upper=False) / sigma
         AAT = A @ A.T
         B = AAT + torch.eye(AAT.shape[0], dtype=AAT.dtype, device=AAT.device)
-        LB = torch.linalg.cholesky(B)  # eigenvalues >= 1: always PD
+        LB, _ = robust_cholesky(B, warn=False)  # eigenvalues >= 1 in exact arithmetic
         r = y - self.constant
         cB = torch.linalg.solve_triangular(LB, (A @ r).unsqueeze(-1), upper=False).squeeze(-1) / sigma
         return L, jitter, A, AAT, LB, r, cB
@@ -214,7 +214,10 @@ class SGPRModel(GaussianNoiseModel):
             L, _ = robust_cholesky(Kuu.detach() + jitter * eye)
             A = torch.linalg.solve_triangular(L, Kuf.detach(), upper=False).div_(sigma)
             AAT = A @ A.T
-            LB = torch.linalg.cholesky(AAT + eye)  # eigenvalues >= 1: always PD
+            # eigenvalues >= 1 in exact arithmetic; at extreme hyperparameters (near-singular
+            # K_uu, huge A) rounding or overflow can still break it, and the optimiser
+            # must see NotPositiveDefiniteError (it backs off), not a LinAlgError
+            LB, _ = robust_cholesky(AAT + eye, warn=False)
             r = y - c.detach()
             cB = torch.linalg.solve_triangular(LB, (A @ r).unsqueeze(-1), upper=False).squeeze(-1) / sigma
             kff_trace = kff.detach().sum()
