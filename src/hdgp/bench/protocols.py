@@ -110,7 +110,9 @@ class ReferenceSpec:
     sign : {1, -1}
         Multiply the paper's values by this (log-likelihood -> NLPD is ``-1``).
     dataset_aliases, model_aliases : dict
-        Paper name -> our name. Unmatched paper rows are kept under their own name.
+        Paper name -> our name. A model alias may be a list of our names, to compare
+        one paper row with several of our variants. Unmatched paper rows are kept under
+        their own name.
     """
 
     file: str
@@ -278,6 +280,9 @@ _DUVENAUD = Protocol(
 )
 
 _OAK_DATASETS = {"boston": "housing", "keggdirect": "keggdirected", "tamielectr": "tamielectric"}
+#: The paper's OAK row is compared with both the single-start fit and the multi-start one.
+_OAK_VARIANTS = {"OAK": ["OAK", "OAK-5-starts"]}
+
 _OAK = Protocol(
     name="oak-table5",
     description="Lu, Boukouvalas & Hensman (2022), Tables 5-6: test RMSE and log-likelihood (regression subset).",
@@ -285,14 +290,15 @@ _OAK = Protocol(
                                             "stock", "forest", "airfoil", "gas", "elevators", "kin40k",
                                             "protein", "keggdirected", "autompg", "concrete")),
     models=(*_models("OAK", "Linear"), ModelSpec("OAK-shifted-log", "OAK", {"log_transform": "shifted"}),
-            *_models("RBF-ARD")),
+            ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}), *_models("RBF-ARD")),
     metrics=("rmse", "nlpd"),
     normalisation="y-only",
     references=(
         ReferenceSpec("oak_table5_regression_rmse.csv", "rmse", value_column="mean", spread_column="std",
-                      spread="std", n_repeats=10, dataset_aliases=_OAK_DATASETS),
+                      spread="std", n_repeats=10, dataset_aliases=_OAK_DATASETS, model_aliases=_OAK_VARIANTS),
         ReferenceSpec("oak_table6_regression_loglik.csv", "nlpd", value_column="mean", spread_column="std",
-                      spread="std", n_repeats=10, sign=-1, dataset_aliases=_OAK_DATASETS),
+                      spread="std", n_repeats=10, sign=-1, dataset_aliases=_OAK_DATASETS,
+                      model_aliases=_OAK_VARIANTS),
     ),
     notes=("The paper used its own 10 random 90/10 splits; we use the shared fixed UCI splits (also ~90/10). "
            "The paper's test log-likelihood is shown as NLPD (sign flipped). Data sets of Tables 5-6 that are "
@@ -300,7 +306,9 @@ _OAK = Protocol(
            "left out; the other baselines (SVGP, SVM, KNN, GBM, AdaBoost, MLP) have no counterpart here. "
            "As in the authors' code, inputs reach the models unscaled (OAK warps them with its flow; the "
            "target is z-scored). OAK-shifted-log is OAK with the authors' pre-flow map log(x - min + 1) "
-           "on every continuous feature. RBF-ARD (exact GP, inputs standardised by the estimator) is a "
+           "on every continuous feature. OAK-5-starts keeps the best marginal likelihood of the default start "
+           "and four perturbed ones (n_restarts=4): on some splits (yacht) the default start ends in a "
+           "worse local optimum. RBF-ARD (exact GP, inputs standardised by the estimator) is a "
            "same-split GP baseline: the paper's splits differ from these, and the RBF-ARD row shows how hard "
            "these splits are beside the paper's SVGP row."),
     plots=("rmse", "sobol-by-order", "cumulative-sobol"),

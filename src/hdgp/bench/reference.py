@@ -29,6 +29,12 @@ REFERENCE_DIR_ENV = "HDGP_REFERENCE_DIR"
 _COLUMNS = ["dataset", "model", "metric", "paper_mean", "paper_std", "paper_n", "source"]
 
 
+def _our_names(aliases: dict, paper_name: str) -> list[str]:
+    """Our model labels that a paper row compares with: an alias may name one or several."""
+    ours = aliases.get(paper_name, paper_name)
+    return [ours] if isinstance(ours, str) else list(ours)
+
+
 def empty_reference() -> pd.DataFrame:
     """A reference table with no rows (the shape :func:`load_reference` returns)."""
     return pd.DataFrame(columns=_COLUMNS)
@@ -85,12 +91,12 @@ def load_reference(protocol, reference_dir=None, data_dir=None) -> pd.DataFrame:
             std = pd.Series(np.nan, index=raw.index)
         frames.append(pd.DataFrame({
             "dataset": raw["dataset"].map(lambda d: ref.dataset_aliases.get(d, d)),
-            "model": raw["model"].map(lambda m: ref.model_aliases.get(m, m)),
+            "model": raw["model"].map(lambda m: _our_names(ref.model_aliases, m)),
             "metric": ref.metric,
             "paper_mean": mean.to_numpy(),
             "paper_std": std.to_numpy(),
             "paper_n": ref.n_repeats if ref.n_repeats is not None else np.nan,
             "source": ref.file,
-        }))
+        }).explode("model"))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_COLUMNS)
     return out.drop_duplicates(["dataset", "model", "metric"], keep="first").reset_index(drop=True)
