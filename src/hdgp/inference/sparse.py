@@ -147,13 +147,25 @@ class SGPRModel(GaussianNoiseModel):
         Z = self.inducing_points
         sigma = self.noise.sqrt()
         L, jitter = self._chol_uu(Z)
-        A = torch.linalg.solve_triangular(L, self._cross(Z, X), upper=False) / sigma
-        AAT = A @ A.T
-        B = AAT + torch.eye(AAT.shape[0], dtype=AAT.dtype, device=AAT.device)
-        LB, _ = robust_cholesky(B, warn=False)  # eigenvalues >= 1 in exact arithmetic
         r = y - self.constant
-        cB = torch.linalg.solve_triangular(LB, (A @ r).unsqueeze(-1), upper=False).squeeze(-1) / sigma
+        A, AAT, LB, cB = self._factor_b(L, self._cross(Z, X), sigma, r)
         return L, jitter, A, AAT, LB, r, cB
+
+    @staticmethod
+    def _factor_b(L: torch.Tensor, Kuf: torch.Tensor, sigma: torch.Tensor, r: torch.Tensor):
+        r""":math:`A = L^{-1} K_{uf} / \sigma`, :math:`AA^\top`, :math:`L_B = \mathrm{chol}(I + AA^\top)`
+        and :math:`c_B = L_B^{-1} A r / \sigma` (module docstring notation).
+
+        B's eigenvalues are >= 1 in exact arithmetic, but at extreme hyperparameters
+        (near-singular :math:`K_{uu}`, huge A) rounding or overflow can still break its
+        factorisation; the optimiser must then see NotPositiveDefiniteError (it backs
+        off), not a LinAlgError, hence :func:`robust_cholesky`.
+        """
+        A = torch.linalg.solve_triangular(L, Kuf, upper=False) / sigma
+        AAT = A @ A.T
+        LB, _ = robust_cholesky(AAT + torch.eye(AAT.shape[0], dtype=AAT.dtype, device=AAT.device), warn=False)
+        cB = torch.linalg.solve_triangular(LB, (A @ r).unsqueeze(-1), upper=False).squeeze(-1) / sigma
+        return A, AAT, LB, cB
 
     def neg_log_marginal_likelihood(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Training objective :math:`-\mathcal F` (Titsias 2009, eq. 9), an upper bound on :math:`-\log p(y)`.
@@ -212,14 +224,8 @@ class SGPRModel(GaussianNoiseModel):
             eye = torch.eye(Kuu.shape[0], dtype=Kuu.dtype, device=Kuu.device)
             jitter = self.jitter * Kuu.diagonal().mean().abs().item()
             L, _ = robust_cholesky(Kuu.detach() + jitter * eye)
-            A = torch.linalg.solve_triangular(L, Kuf.detach(), upper=False).div_(sigma)
-            AAT = A @ A.T
-            # eigenvalues >= 1 in exact arithmetic; at extreme hyperparameters (near-singular
-            # K_uu, huge A) rounding or overflow can still break it, and the optimiser
-            # must see NotPositiveDefiniteError (it backs off), not a LinAlgError
-            LB, _ = robust_cholesky(AAT + eye, warn=False)
             r = y - c.detach()
-            cB = torch.linalg.solve_triangular(LB, (A @ r).unsqueeze(-1), upper=False).squeeze(-1) / sigma
+            A, AAT, LB, cB = self._factor_b(L, Kuf.detach(), sigma, r)
             kff_trace = kff.detach().sum()
             value = (
                 0.5 * n * math.log(2 * math.pi) + LB.diagonal().log().sum() + 0.5 * n * s.log()
