@@ -260,8 +260,31 @@ def test_variational_training_survives_a_non_finite_elbo(monkeypatch, name):
 
     monkeypatch.setattr(gpytorch.mlls.VariationalELBO, "forward", flaky)
     y = (Y > np.median(Y)).astype(int) if name == "GP-classifier" else Y
-    est = cheap_preset(name, max_iter=200, n_inducing=8)
+    extra = {"optimizer": "adam"} if name == "GP-classifier" else {}
+    est = cheap_preset(name, max_iter=200, n_inducing=8, **extra)
     with pytest.warns(NumericalWarning, match="non-finite"):
         est.fit(X, y)
     assert calls["n"] >= 25, "the fault was never reached"
+    predictions_are_finite(est, X)
+
+
+def test_full_batch_classifier_training_survives_a_non_finite_elbo(monkeypatch):
+    """The full-data ELBO turns NaN mid-L-BFGS: back off to the best point, keep finite parameters."""
+    from hdgp.inference.variational import SVGPModel
+
+    real = SVGPModel.elbo
+    calls = {"n": 0}
+
+    def flaky(self, *args, **kwargs):
+        calls["n"] += 1
+        value = real(self, *args, **kwargs)
+        return value * math.nan if calls["n"] >= 6 else value
+
+    monkeypatch.setattr(SVGPModel, "elbo", flaky)
+    est = cheap_preset("GP-classifier", max_iter=50, n_inducing=8, optimizer="lbfgs")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est.fit(X, (Y > np.median(Y)).astype(int))
+    assert calls["n"] >= 6, "the fault was never reached"
+    assert all(torch.isfinite(p).all() for p in est.models_[0].parameters())
     predictions_are_finite(est, X)

@@ -12,6 +12,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import hdgp
 from hdgp.estimators.classifier import GPClassifier, probit_predictive
+from hdgp.exceptions import ConvergenceWarning
 
 pytestmark = pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
 
@@ -53,6 +54,21 @@ def test_one_vs_rest_on_iris_with_string_labels():
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(axis=1), 1.0)
     assert np.mean(clf.predict(X) == names) > 0.9
+
+
+def test_auto_optimizer_is_full_batch_lbfgs_when_one_batch_holds_the_data():
+    X, y = load_breast_cancer(return_X_y=True)
+    X, y = X[:200], y[:200]
+    full = GPClassifier(n_inducing=20, random_state=0).fit(X, y)
+    assert full.optimizer_ == "lbfgs" and full.fit_results_[0].converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mini = GPClassifier(n_inducing=20, batch_size=50, max_iter=20, random_state=0).fit(X, y)
+    assert mini.optimizer_ == "adam"
+    with pytest.raises(ValueError, match="minibatches"):
+        GPClassifier(optimizer="lbfgs", batch_size=50).fit(X, y)
+    with pytest.raises(ValueError, match="optimizer"):
+        GPClassifier(optimizer="newton").fit(X, y)
 
 
 def test_bad_input():

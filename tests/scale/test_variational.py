@@ -72,6 +72,54 @@ def test_one_full_batch_natural_gradient_step_reaches_exact_posterior():
     torch.testing.assert_close(out.variance.detach(), v1, rtol=0, atol=1e-5)
 
 
+def test_full_batch_lbfgs_reaches_exact_posterior_and_evidence():
+    # Gaussian likelihood, Z = X, fixed hyperparameters: the optimal q(v) is the exact posterior,
+    # where the ELBO equals the exact log marginal likelihood. L-BFGS on the Cholesky
+    # parametrisation must get there (and never above it: the ELBO is a lower bound).
+    X, y = _data(n=40)
+    model = _fixed_hyper_svgp(X.clone(), natural_gradient=False)
+    lml = -_exact().neg_log_marginal_likelihood(X, y).item()
+    result = fit_svgp(model, X, y, optimizer="lbfgs")
+    assert result.converged
+    with torch.no_grad():
+        elbo = model.elbo(X, y).item()
+    assert elbo <= lml + 1e-8
+    # the gap left: ~7e-4 from the strategy's jitter on K_uu (the exact NGD step has it too)
+    # plus L-BFGS's stopping tolerance
+    assert elbo == pytest.approx(lml, abs=2e-3)
+    Xs = torch.randn(20, 3, generator=torch.Generator().manual_seed(7), dtype=torch.float64)
+    m0, v0 = _exact().posterior(X, y).predict(Xs, latent=True)
+    m1, v1 = model.posterior().predict(Xs, latent=True)
+    torch.testing.assert_close(m1, m0, rtol=0, atol=5e-3)  # ftol 1e-6 per datum leaves flat directions of q(v)
+    torch.testing.assert_close(v1, v0, rtol=0, atol=1e-3)
+
+
+def test_full_batch_lbfgs_gives_a_higher_bernoulli_elbo_than_the_same_budget_of_adam_steps():
+    X, y = _data(n=120)
+    labels = (y > 0).double()
+    elbos = {}
+    for optimizer in ("lbfgs", "adam"):
+        model = SVGPModel(_kernel(), X=X, n_inducing=20, random_state=0, likelihood="bernoulli",
+                          natural_gradient=optimizer == "adam")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            fit_svgp(model, X, labels, optimizer=optimizer, max_iter=100, lr=0.05, random_state=0)
+        with torch.no_grad():
+            elbos[optimizer] = model.elbo(X, labels).item()
+    assert elbos["lbfgs"] > elbos["adam"]
+
+
+def test_full_batch_lbfgs_bad_input():
+    X, y = _data(n=30)
+    with pytest.raises(ValueError, match="natural_gradient=False"):
+        fit_svgp(SVGPModel(_kernel(), inducing_points=X[:5].clone()), X, y, optimizer="lbfgs")
+    cholesky = SVGPModel(_kernel(), inducing_points=X[:5].clone(), natural_gradient=False)
+    with pytest.raises(ValueError, match="minibatches"):
+        fit_svgp(cholesky, X, y, optimizer="lbfgs", batch_size=10)
+    with pytest.raises(ValueError, match="optimizer"):
+        fit_svgp(cholesky, X, y, optimizer="sgd")
+
+
 def test_minibatch_training_approaches_exact_posterior_and_elbo_stays_below_evidence():
     X, y = _data(n=80)
     model = _fixed_hyper_svgp(X)

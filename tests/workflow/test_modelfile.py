@@ -78,9 +78,10 @@ def test_sigp_classifier_round_trip(tmp_path):
     assert list(back.classes_) == ["no", "yes"]
 
 
-def test_gp_classifier_round_trip(tmp_path):
+@pytest.mark.parametrize("optimizer", ["lbfgs", "adam"])  # Cholesky vs natural parameters of q(v)
+def test_gp_classifier_round_trip(tmp_path, optimizer):
     labels = np.array(["a", "b", "c"])[np.digitize(Y, np.quantile(Y, [1 / 3, 2 / 3]))]
-    est = hdgp.preset("GP-classifier", random_state=0, max_iter=3, n_inducing=6)
+    est = hdgp.preset("GP-classifier", random_state=0, max_iter=3, n_inducing=6, optimizer=optimizer)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         est.fit(X, labels)

@@ -42,6 +42,10 @@ from .gp import KERNELS
 
 __all__ = ["GPClassifier", "probit_predictive"]
 
+#: Default minibatch size of :func:`~hdgp.inference.variational.fit_svgp`; ``optimizer="auto"``
+#: uses full-batch L-BFGS up to this many training rows.
+_DEFAULT_BATCH = 1024
+
 
 def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     r""":math:`\Phi(\mu / \sqrt{1 + s^2})`, the probit likelihood averaged over :math:`N(\mu, s^2)` (R&W eq. 3.82)."""
@@ -65,12 +69,20 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         number of training rows is used; the number used is ``n_inducing_``.
     batch_size : int or None, default=None
         Minibatch size (None: ``min(1024, n)``).
+    optimizer : {"auto", "lbfgs", "adam"}, default="auto"
+        ``"lbfgs"``: L-BFGS on the full-data ELBO, every parameter at once
+        (deterministic; typically a few hundred evaluations). ``"adam"``: minibatch
+        natural-gradient steps on :math:`q(v)` and Adam on the rest. ``"auto"``
+        takes L-BFGS when the training set fits in one batch (``n <= batch size``,
+        i.e. ``n <= 1024`` by default) and minibatches beyond. The choice made is
+        ``optimizer_``.
     max_iter : int or None, default=None
-        Maximum optimisation steps per binary problem (None: at least 1000 and 20 epochs).
+        Maximum optimisation steps per binary problem (None: L-BFGS 1000 iterations;
+        Adam at least 1000 steps and 20 epochs).
     lr : float, default=0.05
         Adam learning rate (kernel hyperparameters, inducing inputs, constant mean).
     ngd_lr : float, default=0.1
-        Natural-gradient learning rate of the variational distribution.
+        Natural-gradient learning rate of the variational distribution (Adam path).
     learn_inducing : bool, default=True
         Optimise the inducing inputs.
     random_state : int, RandomState or None
@@ -91,6 +103,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         latent mean :math:`c + K_{*u}\alpha_u` of class ``k`` (of class ``classes_[1]`` when binary).
     fit_results_ : list of hdgp.training.FitResult
     n_inducing_ : int
+    optimizer_ : str
+        ``"lbfgs"`` or ``"adam"``, the optimiser used.
     n_iter_ : int
         Optimisation steps summed over the binary problems.
     x_mean_, x_scale_ : ndarray of shape (n_features,)
@@ -112,12 +126,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, kernel="rbf-ard", *, inference="variational", n_inducing=200, batch_size=None,
-                 max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, random_state=None, device=None,
-                 dtype="float64", verbose=False):
+                 optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, random_state=None,
+                 device=None, dtype="float64", verbose=False):
         self.kernel = kernel
         self.inference = inference
         self.n_inducing = n_inducing
         self.batch_size = batch_size
+        self.optimizer = optimizer
         self.max_iter = max_iter
         self.lr = lr
         self.ngd_lr = ngd_lr
@@ -143,6 +158,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         if self.batch_size is not None and (not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1):
             raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}.")
+        if self.optimizer not in ("auto", "lbfgs", "adam"):
+            raise ValueError(f"optimizer must be 'auto', 'lbfgs' or 'adam', got {self.optimizer!r}.")
         if self.max_iter is not None and (not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1):
             raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
         for name in ("lr", "ngd_lr"):
@@ -186,6 +203,16 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         """Columns whose inducing inputs must stay on observed values (k-means modes, not centroids)."""
         return ()
 
+    def _resolve_optimizer(self, n: int, batch_size: int | None) -> str:
+        """``optimizer``, with ``"auto"`` → L-BFGS when one batch holds all ``n`` rows."""
+        if self.optimizer != "auto":
+            if self.optimizer == "lbfgs" and batch_size is not None and batch_size < n:
+                raise ValueError(f"optimizer='lbfgs' fits on the full data; batch_size={batch_size} < n={n} "
+                                 "asks for minibatches (use optimizer='adam' or batch_size=None).")
+            return self.optimizer
+        full_batch = min(n, _DEFAULT_BATCH) if batch_size is None else batch_size
+        return "lbfgs" if full_batch >= n else "adam"
+
     # -------------------------------------------------------------------- fit
     def fit(self, X, y):
         """Fit one Bernoulli SVGP (binary) or one per class (one-vs-rest).
@@ -214,16 +241,18 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             Xt = self._standardise(X, fit=True)
             n = Xt.shape[0]
             self.n_inducing_ = min(int(self.n_inducing), n)
+            batch_size = None if self.batch_size is None else min(self.batch_size, n)
+            self.optimizer_ = self._resolve_optimizer(n, batch_size)
             targets = [codes == 1] if len(self.classes_) == 2 else [codes == k for k in range(len(self.classes_))]
             self.models_, self.posteriors_, self.fit_results_ = [], [], []
             for k, target in enumerate(targets):
                 model = SVGPModel(self._make_kernel(Xt), X=Xt, n_inducing=self.n_inducing_, random_state=seed + k,
-                                  discrete=self._discrete_columns(),
-                                  likelihood="bernoulli", learn_inducing=self.learn_inducing).to(**self._torch_kwargs)
+                                  discrete=self._discrete_columns(), likelihood="bernoulli",
+                                  learn_inducing=self.learn_inducing,
+                                  natural_gradient=self.optimizer_ == "adam").to(**self._torch_kwargs)
                 result = fit_svgp(model, Xt, torch.as_tensor(target.astype(np.float64), **self._torch_kwargs),
-                                  batch_size=None if self.batch_size is None else min(self.batch_size, n),
-                                  max_iter=self.max_iter, lr=self.lr, ngd_lr=self.ngd_lr,
-                                  random_state=seed + k, verbose=self.verbose)
+                                  batch_size=batch_size, max_iter=self.max_iter, lr=self.lr, ngd_lr=self.ngd_lr,
+                                  random_state=seed + k, verbose=self.verbose, optimizer=self.optimizer_)
                 for p in model.parameters():
                     p.requires_grad_(False)
                 self.models_.append(model)

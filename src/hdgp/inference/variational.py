@@ -19,7 +19,12 @@ closed-form) or Bernoulli with probit link :math:`p(y=1\mid f) = \Phi(f)`
 
 Training (:func:`fit_svgp`) takes natural-gradient steps on :math:`q(v)`
 (Salimbeni, Eleftheriadis & Hensman 2018) and Adam steps on the kernel
-hyperparameters, the inducing inputs, the constant mean and the noise. The
+hyperparameters, the inducing inputs, the constant mean and the noise. When the
+whole data set is one batch the ELBO is a deterministic function (the Bernoulli
+expectation uses fixed quadrature nodes), and :func:`fit_svgp` can instead run
+L-BFGS on all parameters jointly (:math:`q(v)` in its Cholesky parametrisation),
+as GPflow users do with SciPy's optimiser: it converges in a few hundred
+evaluations where the stochastic optimisers need thousands of steps. The
 GPyTorch machinery does the work: :class:`~gpytorch.variational.VariationalStrategy`,
 :class:`~gpytorch.variational.NaturalVariationalDistribution`,
 :class:`~gpytorch.mlls.VariationalELBO` and :class:`~gpytorch.optim.NGD`.
@@ -48,7 +53,7 @@ from tqdm.auto import tqdm
 
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..linalg import robust_cholesky
-from ..training import FitResult
+from ..training import FitResult, fit_hyperparameters
 from .inducing import InducingPosterior, kmeans_inducing_points
 
 __all__ = ["SVGPModel", "fit_svgp"]
@@ -162,9 +167,12 @@ class SVGPModel(gpytorch.models.ApproximateGP):
             total = total + prior.log_prob(closure(module)).sum()
         return total
 
-    @torch.no_grad()
     def elbo(self, X, y) -> torch.Tensor:
-        r"""Full-data ELBO :math:`\mathcal L` (module docstring), evaluated in chunks; value only."""
+        r"""Full-data ELBO :math:`\mathcal L` (module docstring), summed over chunks of rows.
+
+        Differentiable (the full-batch L-BFGS objective); wrap in :func:`torch.no_grad`
+        when only the value is needed.
+        """
         was_training = self.training
         self.train()  # the variational strategy's training path gives the marginals q(f_i)
         ref = self.constant
@@ -179,9 +187,10 @@ class SVGPModel(gpytorch.models.ApproximateGP):
         return total
 
     def neg_log_marginal_likelihood(self, X, y) -> torch.Tensor:
-        r""":math:`-\mathcal L`, an upper bound on :math:`-\log p(y)` (value only, for reporting).
+        r""":math:`-\mathcal L`, an upper bound on :math:`-\log p(y)`.
 
-        Training uses minibatch estimates of the same quantity (:meth:`fit_model`).
+        Full-batch L-BFGS minimises it directly; minibatch training uses unbiased
+        estimates of it (:func:`fit_svgp`).
         """
         return -self.elbo(X, y)
 
@@ -226,12 +235,35 @@ def _snapshot(model: torch.nn.Module) -> dict:
     return {k: v.detach().clone() for k, v in model.state_dict().items()}
 
 
+def _fit_full_batch_lbfgs(model: SVGPModel, X, y, *, batch_size, max_iter, verbose) -> FitResult:
+    """L-BFGS on the exact full-data ELBO (see :func:`fit_svgp`); X, y already validated."""
+    n = len(y)
+    if model.natural_gradient:
+        raise ValueError("L-BFGS needs the Cholesky parametrisation of q(v): build the SVGPModel with "
+                         "natural_gradient=False.")
+    if batch_size is not None and batch_size < n:
+        raise ValueError(f"L-BFGS maximises the full-data ELBO; batch_size={batch_size} < n={n} asks for "
+                         "minibatches (use optimizer='adam').")
+    ref = model.constant.detach()
+    model.train()
+    result = fit_hyperparameters(model, _rows(X, slice(None), ref), _rows(y, slice(None), ref),
+                                 optimizer="lbfgs", max_iter=1000 if max_iter is None else max_iter,
+                                 verbose=verbose)
+    model.eval()
+    return result
+
+
 def fit_svgp(model: SVGPModel, X, y, *, batch_size: int | None = None, max_iter: int | None = None,
              lr: float = 0.01, ngd_lr: float = 0.1, tol: float = 1e-4, random_state=None,
-             verbose: bool = False) -> FitResult:
-    r"""Maximise the minibatch ELBO of an :class:`SVGPModel` in place.
+             verbose: bool = False, optimizer: str = "adam") -> FitResult:
+    r"""Maximise the ELBO of an :class:`SVGPModel` in place.
 
-    Each step draws the next minibatch of a seeded random permutation (a new one
+    With ``optimizer="lbfgs"`` the full-data ELBO (no minibatches) is maximised
+    by L-BFGS over every parameter at once, :math:`q(v)` included
+    (:func:`~hdgp.training.fit_hyperparameters`: ``max_iter`` iterations at most,
+    default 1000); the model must use the Cholesky parametrisation
+    (``natural_gradient=False``: natural parameters live in a constrained set
+    that a quasi-Newton step can leave). Otherwise (``"adam"``) each step draws the next minibatch of a seeded random permutation (a new one
     every epoch), converts only those rows to tensors on the model's device and
     takes one natural-gradient step on :math:`q(v)` (when the model uses natural
     parameters) and one Adam step on everything else. Every ``window`` steps
@@ -258,17 +290,21 @@ def fit_svgp(model: SVGPModel, X, y, *, batch_size: int | None = None, max_iter:
         Seed of the minibatch order.
     verbose : bool
         Show a tqdm progress bar with the running ELBO per datum.
+    optimizer : {"adam", "lbfgs"}, default="adam"
+        Minibatch natural-gradient/Adam steps, or full-batch L-BFGS.
 
     Returns
     -------
     hdgp.training.FitResult
-        ``loss`` is the last window's mean negative ELBO per datum.
+        ``loss`` is the last window's mean negative ELBO per datum (L-BFGS: the final
+        negative ELBO minus log prior, per datum).
 
     Raises
     ------
     ValueError
-        For a batch size outside ``[1, n]``, mismatched lengths, or labels outside
-        {0, 1} with a Bernoulli likelihood.
+        For a batch size outside ``[1, n]``, mismatched lengths, labels outside
+        {0, 1} with a Bernoulli likelihood, an unknown optimizer, or L-BFGS with
+        natural parameters or with a batch smaller than the data.
 
     Warns
     -----
@@ -294,6 +330,10 @@ def fit_svgp(model: SVGPModel, X, y, *, batch_size: int | None = None, max_iter:
         labels = np.unique(y.detach().cpu().numpy() if isinstance(y, torch.Tensor) else np.asarray(y))
         if not set(labels.tolist()) <= {0.0, 1.0}:
             raise ValueError(f"Bernoulli SVGP needs labels in {{0, 1}}; got values {labels[:5].tolist()}.")
+    if optimizer == "lbfgs":
+        return _fit_full_batch_lbfgs(model, X, y, batch_size=batch_size, max_iter=max_iter, verbose=verbose)
+    if optimizer != "adam":
+        raise ValueError(f"optimizer must be 'adam' or 'lbfgs', got {optimizer!r}.")
     n_batches = math.ceil(n / batch_size)
     if max_iter is None:
         max_iter = max(1000, 20 * n_batches)

@@ -53,8 +53,9 @@ def _rebuild_gp_classifier(est, state_dict) -> torch.nn.Module:
     from ..inference.variational import SVGPModel
 
     Z = state_dict["variational_strategy.inducing_points"].to(**est._torch_kwargs)
+    natural = any(key.endswith("natural_vec") for key in state_dict)  # Adam/NGD-trained; L-BFGS: Cholesky q(v)
     return SVGPModel(est._make_kernel(Z), inducing_points=Z, likelihood="bernoulli",
-                     learn_inducing=est.learn_inducing).to(**est._torch_kwargs)
+                     learn_inducing=est.learn_inducing, natural_gradient=natural).to(**est._torch_kwargs)
 
 
 def rebuild_module(est, attribute: str, index: int | None, state_dict: dict) -> torch.nn.Module:
