@@ -24,6 +24,11 @@ __all__ = ["FitResult", "fit_hyperparameters"]
 
 #: L-BFGS restarts from the best point after a line search failed on non-PD / non-finite evaluations.
 _LBFGS_BACKOFF_RESTARTS = 3
+#: L-BFGS memory (correction pairs; SciPy's default is 10). With 30 the same optima (equal or
+#: lower final loss) took 18-22 % fewer evaluations: 319 -> 249 for DPA-GP-ARD on concrete
+#: and airfoil (splits 0-2), 792 -> 649 over OAK, RBF-ARD, Additive, RPA-GP-1 and GAM fits
+#: on autompg, yacht, housing and servo (splits 0-1). The extra memory is negligible.
+_LBFGS_MEMORY = 30
 #: Adam steps that may fail (non-PD matrix, non-finite loss or gradient) before the run stops.
 _ADAM_MAX_BACKOFFS = 10
 
@@ -126,7 +131,7 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
         res = scipy.optimize.minimize(
             fun, x_start, jac=True, method="L-BFGS-B",
             options={"maxiter": max_iter - iterations, "maxfun": max(1, 2 * max_iter - count["n"]),
-                     "ftol": 1e-6, "gtol": 1e-5},
+                     "ftol": 1e-6, "gtol": 1e-5, "maxcor": _LBFGS_MEMORY},
         )
         iterations += int(res.nit)
         status = res.status
