@@ -60,6 +60,18 @@ def test_plan_expands_datasets_models_splits_seeds(tiny_protocol, protocol_file)
         (m, s, seed) for m in ("Linear", "GAM") for s in (0, 2) for seed in (0, 5)}
 
 
+def test_model_limited_to_some_data_sets_plans_only_those(tiny_protocol, protocol_file):
+    spec = tiny_protocol(datasets=("bach", "oak2d"),
+                         models=[{"label": "Linear", "preset": "Linear"},
+                                 {"label": "GAM", "preset": "GAM", "datasets": ["oak2d"]}])
+    tasks, _ = plan_tasks(str(protocol_file(spec)), splits=[0])
+    assert sorted((t.dataset.name, t.model.label) for t in tasks) == [
+        ("bach", "Linear"), ("oak2d", "GAM"), ("oak2d", "Linear")]
+    spec["models"][1]["datasets"] = ["yacht"]
+    with pytest.raises(ValueError, match=r"model 'GAM' names unknown data sets \['yacht'\]"):
+        Protocol.from_dict(spec)
+
+
 def test_missing_data_dir_error_names_the_variable(monkeypatch, tmp_path):
     monkeypatch.setenv("HDGP_DATA_DIR", str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="HDGP_DATA_DIR"):

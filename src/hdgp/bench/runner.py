@@ -142,7 +142,7 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
         available = n_splits(spec, data_dir)
         for lab in labels:
             mspec = proto.model(lab)
-            if mspec.task != spec.task:
+            if not mspec.runs_on(spec):
                 continue
             for split in split_list:
                 if split >= available:
