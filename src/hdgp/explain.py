@@ -89,7 +89,10 @@ def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max
     r"""Sobol index :math:`R_u` of every term :math:`u` with :math:`|u| \le R`.
 
     Terms are enumerated depth-first with running Hadamard products
-    :math:`\alpha\alpha^\top \odot L_{i_1} \odot \dots`, one :math:`n^2` pass per term.
+    :math:`H_u = \alpha\alpha^\top \odot L_{i_1} \odot \dots`; the deepest order
+    enumerated takes all its terms sharing a prefix in one matrix-vector product
+    :math:`R_{u \cup \{j\}} \propto \langle H_u, L_j\rangle` over the remaining
+    :math:`j` (one read of each :math:`L_j`, no per-term temporaries).
 
     Parameters
     ----------
@@ -116,20 +119,28 @@ def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max
             stacklevel=2,
         )
     var2 = kernel.order_variances.to(L) ** 2
+    flat_L = L.reshape(n_dims, -1)
     terms: list[tuple[int, ...]] = []
-    values: list[torch.Tensor] = []
+    # written in place into one vector: a version that kept one small result tensor per term
+    # (interleaved with the n x n temporaries) grew the process RSS by GBs per call (D = R = 11)
+    raw = alpha.new_empty(sum(counts[:depth]))
 
     def visit(prefix: tuple[int, ...], H: torch.Tensor) -> None:
-        for j in range((prefix[-1] + 1) if prefix else 0, n_dims):
+        first = (prefix[-1] + 1) if prefix else 0
+        if len(prefix) + 1 == depth:  # leaves: <H, L_j> for every remaining j at once
+            pos = len(terms)
+            terms.extend(prefix + (j,) for j in range(first, n_dims))
+            torch.mv(flat_L[first:], H.reshape(-1), out=raw[pos:len(terms)])
+            return
+        for j in range(first, n_dims):
             Hj = H * L[j]
-            u = prefix + (j,)
-            terms.append(u)
-            values.append(var2[len(u)] * Hj.sum())
-            if len(u) < depth:
-                visit(u, Hj)
+            raw[len(terms)] = Hj.sum()
+            terms.append(prefix + (j,))
+            visit(terms[-1], Hj)
 
     visit((), torch.outer(alpha, alpha))
-    return terms, torch.stack(values) if values else alpha.new_zeros(0)
+    orders = torch.tensor([len(u) for u in terms], device=raw.device)
+    return terms, var2[orders] * raw
 
 
 @dataclass

@@ -1,6 +1,7 @@
 """Sobol indices and component posteriors of OAK models vs brute force / Monte-Carlo."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -63,6 +64,28 @@ def test_term_sobol_equals_variance_of_component_mean_monte_carlo():
         m = component_mean(post, u, xs)
         assert abs(m.mean()) < 0.01 * m.std() + 1e-3  # orthogonality: zero mean under the measure
         assert v.item() == pytest.approx(m.var().item(), rel=0.03, abs=1e-6)
+
+
+@pytest.mark.parametrize("max_terms", [100_000, 20])  # every order, or truncated after order 2
+def test_term_sobol_equals_brute_force_hadamard_products(max_terms):
+    gen = torch.Generator().manual_seed(3)
+    n, D, R = 12, 5, 4
+    L = torch.rand(D, n, n, generator=gen)
+    L = L + L.transpose(1, 2)
+    alpha = torch.randn(n, generator=gen)
+    kernel = AdditiveKernel(ConstrainedSEKernel(gaussian_measure(np.zeros(D), np.ones(D))), num_dims=D, max_order=R)
+    kernel.order_variances = torch.tensor([1.0, 0.7, 1.9, 0.4, 2.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        terms, values = term_sobol(kernel, L, alpha, max_terms=max_terms)
+    depth = R if max_terms > 100 else 2
+    assert sorted(terms) == sorted(all_terms(D, depth))
+    var = kernel.order_variances.detach()
+    for u, v in zip(terms, values):
+        H = torch.outer(alpha, alpha)
+        for i in u:
+            H = H * L[i]
+        torch.testing.assert_close(v, var[len(u)] ** 2 * H.sum())
 
 
 def test_order_totals_match_sum_over_terms_and_normalise():
