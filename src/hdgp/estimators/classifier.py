@@ -35,16 +35,12 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._threads import thread_budget
-from ..inference.variational import SVGPModel, fit_svgp
+from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import resolve_device, resolve_dtype
 from .gp import KERNELS
 
 __all__ = ["GPClassifier", "probit_predictive"]
-
-#: Default minibatch size of :func:`~hdgp.inference.variational.fit_svgp`; ``optimizer="auto"``
-#: uses full-batch L-BFGS up to this many training rows.
-_DEFAULT_BATCH = 1024
 
 
 def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
@@ -204,13 +200,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return ()
 
     def _resolve_optimizer(self, n: int, batch_size: int | None) -> str:
-        """``optimizer``, with ``"auto"`` → L-BFGS when one batch holds all ``n`` rows."""
+        """``optimizer``, with ``"auto"`` → L-BFGS when one batch holds all ``n`` rows.
+
+        (L-BFGS with a batch smaller than ``n`` is refused by :func:`fit_svgp`.)
+        """
         if self.optimizer != "auto":
-            if self.optimizer == "lbfgs" and batch_size is not None and batch_size < n:
-                raise ValueError(f"optimizer='lbfgs' fits on the full data; batch_size={batch_size} < n={n} "
-                                 "asks for minibatches (use optimizer='adam' or batch_size=None).")
             return self.optimizer
-        full_batch = min(n, _DEFAULT_BATCH) if batch_size is None else batch_size
+        full_batch = min(n, DEFAULT_BATCH_SIZE) if batch_size is None else batch_size
         return "lbfgs" if full_batch >= n else "adam"
 
     # -------------------------------------------------------------------- fit

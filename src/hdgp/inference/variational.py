@@ -58,6 +58,9 @@ from .inducing import InducingPosterior, kmeans_inducing_points
 
 __all__ = ["SVGPModel", "fit_svgp"]
 
+#: Minibatch size :func:`fit_svgp` uses when none is given (``min(DEFAULT_BATCH_SIZE, n)``).
+DEFAULT_BATCH_SIZE = 1024
+
 #: Rows per chunk when the full-data ELBO is evaluated for reporting.
 _ELBO_CHUNK = 4096
 
@@ -318,7 +321,7 @@ def fit_svgp(model: SVGPModel, X, y, *, batch_size: int | None = None, max_iter:
     if len(X) != n:
         raise ValueError(f"X has {len(X)} rows but y has {n} entries.")
     if batch_size is None:
-        batch_size = min(1024, n)
+        batch_size = min(DEFAULT_BATCH_SIZE, n)
     if not (1 <= int(batch_size) <= n):
         raise ValueError(f"batch_size must be between 1 and the number of training rows ({n}); got {batch_size}.")
     if model.inducing_points.shape[0] > n:
