@@ -14,6 +14,13 @@ _SIGP_RANDOM_SPLITS = 10
 
 
 def _raw_split(spec: DatasetSpec, split: int, data_dir):
+    X_train, y_train, X_test, y_test, n = _stored_split(spec, split, data_dir)
+    if spec.target_transform == "exp":
+        y_train, y_test = np.exp(y_train), np.exp(y_test)
+    return X_train, y_train, X_test, y_test, n
+
+
+def _stored_split(spec: DatasetSpec, split: int, data_dir):
     name = spec.loader_name or spec.name
     if spec.source == "registry":
         from hdgp.data import load

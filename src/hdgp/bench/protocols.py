@@ -32,6 +32,7 @@ NORMALISATIONS = ("zscore", "x-only", "y-only", "none")
 #: Where a data set comes from: :func:`hdgp.data.load` or the SIGP paper's files.
 SOURCES = ("registry", "sigp-fixed", "sigp-random")
 _TASKS = ("regression", "classification")
+_TARGET_TRANSFORMS = (None, "exp")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,12 @@ class DatasetSpec:
         Test-set size for ``"sigp-random"``.
     positive_label : float or None
         The class F1 is computed for (classification).
+    target_transform : {None, "exp"}
+        Map applied to the stored target before splitting into train and test.
+        ``"exp"`` undoes a log target: the shared ``yacht`` file (Wilson's
+        collection) holds log(resistance) minus its mean, while the OAK paper used
+        the raw UCI file; since the protocols z-score the target, exp(y) is the raw
+        target up to a constant factor that the z-scoring removes.
     """
 
     name: str
@@ -64,8 +71,12 @@ class DatasetSpec:
     kwargs: dict = field(default_factory=dict)
     n_test: int | None = None
     positive_label: float | None = None
+    target_transform: str | None = None
 
     def __post_init__(self):
+        if self.target_transform not in _TARGET_TRANSFORMS:
+            raise ValueError(f"DatasetSpec {self.name!r}: target_transform must be one of "
+                             f"{tuple(_TARGET_TRANSFORMS)}, got {self.target_transform!r}.")
         if self.source not in SOURCES:
             raise ValueError(f"DatasetSpec {self.name!r}: source must be one of {SOURCES}, got {self.source!r}.")
         if self.task not in _TASKS:
@@ -297,16 +308,20 @@ _DUVENAUD = Protocol(
            "HKL has no counterpart here."),
 )
 
-_OAK_DATASETS = {"boston": "housing", "keggdirect": "keggdirected", "tamielectr": "tamielectric"}
+#: The paper's yacht is the raw UCI file (Bayesian-benchmarks' ``Yacht``); the shared one is log-scaled.
+_OAK_DATASETS = {"boston": "housing", "keggdirect": "keggdirected", "tamielectr": "tamielectric",
+                 "yacht": "yacht-raw"}
 #: The paper's OAK row is compared with both the single-start fit and the multi-start one.
 _OAK_VARIANTS = {"OAK": ["OAK", "OAK-5-starts"]}
 
 _OAK = Protocol(
     name="oak-table5",
     description="Lu, Boukouvalas & Hensman (2022), Tables 5-6: test RMSE and log-likelihood (regression subset).",
-    datasets=tuple(DatasetSpec(n) for n in ("housing", "energy", "yacht", "servo", "machine", "fertility",
-                                            "stock", "forest", "airfoil", "gas", "elevators", "kin40k",
-                                            "protein", "keggdirected", "autompg", "concrete")),
+    datasets=(*(DatasetSpec(n) for n in ("housing", "energy", "yacht")),
+              DatasetSpec("yacht-raw", loader_name="yacht", target_transform="exp"),
+              *(DatasetSpec(n) for n in ("servo", "machine", "fertility", "stock", "forest", "airfoil", "gas",
+                                         "elevators", "kin40k", "protein", "keggdirected", "autompg",
+                                         "concrete"))),
     models=(*_models("OAK", "Linear"), ModelSpec("OAK-shifted-log", "OAK", {"log_transform": "shifted"}),
             ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}), *_models("RBF-ARD")),
     metrics=("rmse", "nlpd"),
@@ -322,6 +337,12 @@ _OAK = Protocol(
            "The paper's test log-likelihood is shown as NLPD (sign flipped). Data sets of Tables 5-6 that are "
            "not in the shared data (bike, naval, parkinsons, pendulum, pol, power, tamielectric, wine*) are "
            "left out; the other baselines (SVGP, SVM, KNN, GBM, AdaBoost, MLP) have no counterpart here. "
+           "The paper took yacht from the raw UCI file (Bayesian benchmarks' Yacht class) but its other sets "
+           "from Wilson's collection, the same files as the shared data; the shared yacht is Wilson's, whose "
+           "target is log(resistance) minus its mean, a different and for a linear model much easier problem "
+           "(Linear: 0.16 here vs the paper's 0.61). yacht-raw exponentiates it back, which gives the raw "
+           "target up to a constant factor that the z-scoring removes, and is the row compared with the "
+           "paper's yacht; the log-target yacht row has no paper counterpart. "
            "As in the authors' code, inputs reach the models unscaled (OAK warps them with its flow; the "
            "target is z-scored). OAK-shifted-log is OAK with the authors' pre-flow map log(x - min + 1) "
            "on every continuous feature. OAK-5-starts keeps the best marginal likelihood of the default start "
