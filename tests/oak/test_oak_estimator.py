@@ -3,6 +3,7 @@
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import hdgp
 from hdgp.estimators.oak import OAKRegressor
@@ -83,13 +84,11 @@ def test_numeric_unknown_level_and_bad_declarations():
         est.predict(np.array([[0.0, 7.0]]))
     with pytest.raises(ValueError, match="non-integer"):
         OAKRegressor(categorical_features=[0]).fit(X, y)
-    # a numeric column with two training values is binary under "auto"; a third value at
-    # predict time is an error that says why the column was binary and how to opt out
+    # a column declared binary refuses a third value at predict time
     X2 = np.column_stack([X[:, 0], np.where(X[:, 1] > 0, 2.0, 0.0)])
-    auto = OAKRegressor(max_order=1, random_state=0, max_iter=5).fit(X2, y)
-    assert auto.binary_features_ == [1]
-    with pytest.raises(ValueError, match="binary_features"):
-        auto.predict(np.array([[0.0, 1.0]]))
+    declared = OAKRegressor(max_order=1, binary_features=[1], random_state=0, max_iter=5).fit(X2, y)
+    with pytest.raises(ValueError, match="not seen during fit"):
+        declared.predict(np.array([[0.0, 1.0]]))
     with pytest.raises(ValueError, match="max_order"):
         OAKRegressor(max_order=3).fit(X, y)
     with pytest.raises(ValueError, match="measure"):
@@ -145,3 +144,34 @@ def test_many_features_warn_about_cost_and_finish():
     # per-order totals stay exact even though only orders <= 2 were enumerated term by term
     assert est.sobol_order_.shape == (6,) and est.sobol_order_.sum() == pytest.approx(1.0)
     assert max(len(t) for t in est.sobol_indices_) == 2
+
+
+def test_auto_two_valued_column_matches_binary_kernel_and_accepts_unseen_values():
+    """binary_features="auto": a constrained SE kernel under the two-point measure. On the two
+    training values it spans the binary kernel's zero-mean functions (same fit); between them
+    it interpolates, where the binary kernel can only refuse."""
+    rng = np.random.default_rng(3)
+    n = 120
+    X = np.column_stack([rng.normal(size=n), np.where(rng.random(n) < 0.3, 2.0, 0.0)])
+    y = np.sin(X[:, 0]) + 0.75 * X[:, 1] + 0.1 * rng.normal(size=n)
+    auto = OAKRegressor(max_order=2, random_state=0).fit(X, y)
+    declared = OAKRegressor(max_order=2, binary_features=[1], random_state=0).fit(X, y)
+    assert auto.two_point_features_ == [1] and auto.binary_features_ == [1] and auto.levels_ == {}
+    assert declared.two_point_features_ == [] and list(declared.levels_) == [1]
+    assert auto.two_point_values_[1] == pytest.approx((0.0, 2.0, np.mean(X[:, 1] == 2.0)))
+    grid = np.column_stack([np.linspace(-2, 2, 30), np.tile([0.0, 2.0], 15)])
+    np.testing.assert_allclose(auto.predict(grid), declared.predict(grid), atol=0.02)
+    assert auto.log_marginal_likelihood_value_ == pytest.approx(declared.log_marginal_likelihood_value_, abs=0.05)
+    # the two-point kernel integrates to zero under its measure at every x, seen or not
+    stack = auto.kernel_.base_kernel
+    two_point = stack.kernels[1]
+    x = torch.tensor([[0.0], [1.0], [0.5], [3.0]], dtype=torch.float64).reshape(1, -1, 1)
+    support = torch.tensor([0.0, 1.0], dtype=torch.float64).reshape(1, -1, 1)
+    K = two_point.forward(x, support)[0]
+    weights = two_point.measure.weights[0]
+    np.testing.assert_allclose((K @ weights).detach().numpy(), 0.0, atol=1e-12)
+    # an unseen middle value gets a finite prediction between the two levels' predictions
+    lo, mid, hi = auto.predict(np.array([[0.0, 0.0], [0.0, 1.0], [0.0, 2.0]]))
+    assert lo < mid < hi
+    # Sobol shares: the binary effect is found either way
+    assert auto.sobol_indices_[("x1",)] == pytest.approx(declared.sobol_indices_[("x1",)], abs=0.05)

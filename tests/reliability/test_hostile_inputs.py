@@ -74,7 +74,7 @@ def _fit_predict_or_documented_error(name, X, y):
         try:
             predictions_are_finite(est, Xnew)
         except ValueError as exc:
-            # OAK's binary_features="auto" makes two-valued columns discrete: new values are refused by name
+            # discrete (categorical) columns refuse new levels by name
             assert "not seen during fit" in str(exc), exc
     bad = foreign_warnings(record)
     assert not bad, [f"{w.category.__name__}: {w.message}" for w in bad]

@@ -19,10 +19,10 @@ def _data(n=160, seed=0):
 
 def test_sobol_of_latent_function_ranks_relevant_features():
     X, y = _data()
-    clf = OAKClassifier(max_order=2, n_inducing=15, max_iter=80, random_state=0).fit(X, y)
+    clf = OAKClassifier(max_order=2, binary_features=[2], n_inducing=15, max_iter=80, random_state=0).fit(X, y)
     assert clf.score(X, y) > 0.85
-    assert clf.encoder_.binary_features_ == [2]
-    # the inducing inputs of the binary column are observed levels (codes 0/1), not averages
+    assert clf.encoder_.binary_features_ == [2] and list(clf.encoder_.levels_) == [2]
+    # the inducing inputs of the declared binary column are observed levels (codes 0/1), not averages
     assert set(np.unique(clf.posteriors_[0].X[:, 2].numpy())) <= {0.0, 1.0}
     s = clf.sobol_indices_
     assert sum(s.values()) == pytest.approx(1.0)

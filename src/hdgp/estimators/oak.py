@@ -16,7 +16,7 @@ from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
-from ..measures import empirical_measure, gaussian_measure, gaussian_mixture_measure
+from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
 from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor
 from .additive import resolve_max_order
@@ -71,8 +71,14 @@ class OAKRegressor(BaseGPRegressor):
         DataFrame columns of categorical / object / string dtype always are.
         Numeric columns declared categorical must hold integer codes.
     binary_features : "auto", list of int or str, or None, default="auto"
-        Binary columns; ``"auto"`` treats every other numeric column with exactly
-        two distinct training values as binary.
+        Binary columns, modelled by the constrained binary kernel (appendix C), which
+        refuses values not seen in training. ``"auto"`` instead finds every other
+        numeric column with exactly two distinct training values :math:`a < b` and
+        gives it a constrained SE kernel under its two-point empirical measure, on
+        :math:`(x - a)/(b - a)`: on :math:`\{a, b\}` this spans the same zero-mean
+        functions as the binary kernel, and it is also defined between and beyond
+        the two values, so a level that training happened to miss (a rare level of
+        a small data set) gets an interpolated prediction instead of an error.
     order_variance_prior : bool, default=True
         Use the Gamma(1, 0.2) prior on :math:`\sigma_r^2` (MAP) as in the paper.
     sobol_threshold : float, default=0.99
@@ -101,8 +107,15 @@ class OAKRegressor(BaseGPRegressor):
     components_ : list of tuple of int
         Highest-ranked terms (feature indices) reaching ``sobol_threshold``.
     continuous_features_, binary_features_, categorical_features_ : list of int
+        Flow-warped continuous columns, binary columns (declared and auto-detected)
+        and categorical columns.
+    two_point_features_ : list of int
+        The auto-detected binary columns (constrained SE kernel under two points).
+    two_point_values_ : dict
+        Column index → ``(a, b, weight of b)``: the two training values and the
+        training frequency of the upper one.
     levels_ : dict
-        Column index → sorted training levels of every discrete column.
+        Column index → sorted training levels of every categorical and declared binary column.
     flow_ : SinhArcsinhFlow or None
     inference_ : str
         Engine used (``"exact"``, ``"sparse"`` or ``"variational"``).
@@ -199,8 +212,10 @@ class OAKRegressor(BaseGPRegressor):
             categorical |= {names.index(str(c)) for c in self.frame_levels_}
         for spec in self.categorical_features or ():
             categorical.add(self._column_index(spec, n_features, names))
+        two_point = set()
         if self.binary_features == "auto":
-            binary = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
+            two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
+            binary = set()
         else:
             binary = {self._column_index(s, n_features, names) for s in (self.binary_features or ())}
         overlap = binary & categorical
@@ -218,9 +233,14 @@ class OAKRegressor(BaseGPRegressor):
             if j in binary and len(levels) != 2:
                 raise ValueError(f"Column {j} is declared binary but has {len(levels)} distinct values.")
             self.levels_[j] = levels
+        self.two_point_values_ = {}
+        for j in sorted(two_point):
+            low, high = np.unique(X[:, j])
+            self.two_point_values_[j] = (float(low), float(high), float(np.mean(X[:, j] == high)))
         self.categorical_features_ = sorted(categorical)
-        self.binary_features_ = sorted(binary)
-        self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_]
+        self.binary_features_ = sorted(binary | two_point)
+        self.two_point_features_ = sorted(two_point)
+        self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_ and j not in two_point]
 
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         """Flow (or standardise) continuous columns; map discrete columns to level codes 0..M-1."""
@@ -236,19 +256,16 @@ class OAKRegressor(BaseGPRegressor):
             out[:, cont] = self.flow_.transform(X[:, cont]) if self.flow_ is not None else super()._transform_inputs(X[:, cont], fit=False)
         elif fit:
             self.flow_ = None
+        for j, (low, high, _) in self._two_point().items():
+            out[:, j] = (X[:, j] - low) / (high - low)
         for j, levels in self.levels_.items():
             codes = np.searchsorted(levels, X[:, j])
             codes = np.clip(codes, 0, len(levels) - 1)
             unseen = levels[codes] != X[:, j]
             if unseen.any():
-                hint = ""
-                if self.binary_features == "auto" and j in self.binary_features_:
-                    hint = (" It was treated as binary because it held exactly two distinct values in "
-                            "training (binary_features='auto'); pass binary_features=[...] without it to "
-                            "model it as continuous.")
                 raise ValueError(
                     f"Column {j} has level {X[unseen, j][0]!r} not seen during fit "
-                    f"(known: {levels.tolist()}).{hint}"
+                    f"(known: {levels.tolist()})."
                 )
             out[:, j] = codes
         return out
@@ -269,6 +286,16 @@ class OAKRegressor(BaseGPRegressor):
         if self.continuous_features_:
             kernels.append(ConstrainedSEKernel(self._make_measure(Xn[:, self.continuous_features_])))
             groups.append(self.continuous_features_)
+        two_point = self._two_point()
+        if two_point:
+            # point masses at the scaled training values 0 and 1 with their training
+            # frequencies (stored, so a model rebuilt on inducing inputs gets the same measure)
+            cols = sorted(two_point)
+            upper = np.array([two_point[j][2] for j in cols])
+            ends = np.tile([0.0, 1.0], (len(cols), 1))
+            measure = MixtureMeasure(ends, np.zeros_like(ends), np.column_stack([1 - upper, upper]))
+            kernels.append(ConstrainedSEKernel(measure))
+            groups.append(cols)
         for j, levels in self.levels_.items():
             counts = np.bincount(Xn[:, j].astype(int), minlength=len(levels))
             rank = 0 if j in self.binary_features_ else 1
@@ -288,8 +315,15 @@ class OAKRegressor(BaseGPRegressor):
         code there (:func:`~hdgp.inference.inducing.kmeans_inducing_points` does that by
         itself only for columns with few levels). Codes reach the kernel through integer
         indexing, which has no gradient, so inducing inputs learned by SVGP keep them.
+        Auto-detected two-point columns start on their observed values 0 and 1 too,
+        where their measure has its mass.
         """
-        return tuple(sorted(self.levels_))
+        return tuple(sorted([*self.levels_, *self._two_point()]))
+
+    def _two_point(self) -> dict:
+        """``two_point_values_``; empty for models saved before two-point columns existed
+        (those modelled every two-valued column with the binary kernel, in ``levels_``)."""
+        return getattr(self, "two_point_values_", {})
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
