@@ -157,3 +157,18 @@ def test_default_max_order_and_init_variance():
     # every order starts with the same total prior variance at unit base values
     contrib = kern.order_variances.detach() * torch.tensor([math.comb(12, r) for r in range(11)])
     torch.testing.assert_close(contrib, torch.full((11,), 1 / 11))
+
+
+def test_base_matrices_are_laid_out_feature_major():
+    """Each feature's n×m matrix must be one contiguous block: the Newton–Girard passes walk
+    one feature at a time, and a (n, m, D) memory order (what elementwise base kernels give
+    on transposed input views) makes every pass stride across D."""
+    from hdgp.kernels.orthogonal_kernel import ConstrainedSEKernel
+    from hdgp.measures import gaussian_measure
+
+    x1, x2 = torch.randn(9, 5), torch.randn(7, 5)
+    for base_kernel in (RBFKernel(batch_shape=torch.Size([5])),
+                        ConstrainedSEKernel(gaussian_measure(torch.zeros(5), torch.ones(5)))):
+        kernel = AdditiveKernel(base_kernel, num_dims=5, max_order=3)
+        base = kernel.base_matrices(x1, x2)
+        assert base.shape == (5, 9, 7) and base.is_contiguous()
