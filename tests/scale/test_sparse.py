@@ -228,6 +228,32 @@ def test_sparse_sobol_close_to_exact_sobol_for_oak_kernel():
 
 
 @pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
+def test_subset_start_whose_noise_ends_on_its_lower_bound(monkeypatch):
+    """The exact subset fit may leave its noise exactly on the open lower bound (gas, split 2);
+    the sparse model then starts just above it instead of failing to invert its constraint."""
+    import hdgp
+    import hdgp.estimators._base as base
+
+    real_fit = base.fit_hyperparameters
+
+    def fit_to_the_bound(model, *args, **kwargs):
+        result = real_fit(model, *args, **kwargs)
+        if isinstance(model, ExactGPModel):
+            with torch.no_grad():
+                model.likelihood.noise_covar.raw_noise.fill_(-1e3)  # noise == bound in float64
+            bound = model.likelihood.noise_covar.raw_noise_constraint.lower_bound
+            assert model.likelihood.noise.item() == bound.item()
+        return result
+
+    monkeypatch.setattr(base, "SUBSET_INIT_ROWS", 60)
+    monkeypatch.setattr(base, "fit_hyperparameters", fit_to_the_bound)
+    X, y = _data(n=200)
+    est = hdgp.preset("SGPR-RBF-ARD", n_inducing=15, max_iter=20, random_state=0).fit(X.numpy(), y.numpy())
+    assert est.init_result_ is not None
+    assert np.isfinite(est.predict(X[:5].numpy())).all()
+
+
+@pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
 def test_sparse_fit_starts_from_an_exact_subset_fit(monkeypatch):
     """Above SUBSET_INIT_ROWS rows a sparse estimator first fits an exact GP on a random subset."""
     import hdgp

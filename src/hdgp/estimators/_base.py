@@ -317,7 +317,9 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer,
                                      random_state=self._fit_seed_, verbose=self.verbose)
         with torch.no_grad():
-            model.likelihood.noise = exact.likelihood.noise
+            # the exact fit can end with its noise on the (open) lower bound, which the sparse
+            # model's noise constraint cannot invert: start just above it
+            model.likelihood.noise = exact.likelihood.noise.clamp_min(self.noise_lower_bound * (1 + 1e-6))
             model.mean.constant.copy_(exact.mean.constant)
         return result
 
