@@ -59,8 +59,9 @@ def _original_units(est, j, values):
     """Map transformed values of column ``j`` back to the user's units (flow inverse or levels)."""
     if j in est.levels_:
         return est.levels_[j][values.astype(int)]
-    if j in est._two_point():
-        low, high, _ = est._two_point()[j]
+    two_point = est._two_point()
+    if j in two_point:
+        low, high, _ = two_point[j]
         return low + values * (high - low)
     cont = est.continuous_features_
     k = cont.index(j)

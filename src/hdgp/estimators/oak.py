@@ -212,12 +212,12 @@ class OAKRegressor(BaseGPRegressor):
             categorical |= {names.index(str(c)) for c in self.frame_levels_}
         for spec in self.categorical_features or ():
             categorical.add(self._column_index(spec, n_features, names))
-        two_point = set()
         if self.binary_features == "auto":
-            two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
             binary = set()
+            two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
         else:
             binary = {self._column_index(s, n_features, names) for s in (self.binary_features or ())}
+            two_point = set()
         overlap = binary & categorical
         if overlap:
             raise ValueError(f"Columns {sorted(overlap)} are declared both binary and categorical.")
@@ -239,7 +239,7 @@ class OAKRegressor(BaseGPRegressor):
             self.two_point_values_[j] = (float(low), float(high), float(np.mean(X[:, j] == high)))
         self.categorical_features_ = sorted(categorical)
         self.binary_features_ = sorted(binary | two_point)
-        self.two_point_features_ = sorted(two_point)
+        self.two_point_features_ = sorted(self.two_point_values_)
         self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_ and j not in two_point]
 
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
