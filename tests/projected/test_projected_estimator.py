@@ -4,6 +4,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from sklearn.base import clone
 
 import hdgp
@@ -76,6 +77,21 @@ def test_mixed_degrees_and_ski_agree_with_exact_on_a_small_problem():
     assert rmse(mixed) < 0.5 * np.std(y), rmse(mixed)
 
 
+def test_several_direction_sets_keep_the_best_marginal_likelihood():
+    X, y = _data(n=80)
+    one = ProjectedAdditiveGPRegressor(4, ard=False, random_state=0).fit(X, y)
+    best = ProjectedAdditiveGPRegressor(4, ard=False, n_direction_sets=3, random_state=0).fit(X, y)
+    losses = best.direction_set_losses_
+    assert len(losses) == 3 and len(set(np.round(losses, 8))) == 3  # three different direction sets
+    assert losses[0] == pytest.approx(one.fit_result_.loss)  # the first set is the single fit's
+    assert best.fit_result_.loss == losses[2] == min(losses) < one.fit_result_.loss  # this seed: the third
+    assert best.log_marginal_likelihood_value_ > one.log_marginal_likelihood_value_
+    # the fitted attributes describe the kept set
+    assert torch.equal(best.projections_, best.kernel_.base_kernel.projections)
+    assert not torch.equal(best.projections_, one.projections_)
+    assert best.n_iter_ > one.n_iter_
+
+
 def test_single_feature_works():
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(40, 1))
@@ -92,6 +108,7 @@ def test_single_feature_works():
         (dict(degree=2), "diverse"),
         (dict(degree=2, directions="random", inference="ski"), "ski"),
         (dict(grid_size=4), "grid_size"),
+        (dict(n_direction_sets=0), "n_direction_sets"),
     ],
 )
 def test_bad_parameters_raise_clear_errors(params, message):

@@ -261,20 +261,13 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
         self.inference_ = self._resolve_inference(Xt.shape[0])
-        model = self._build_model(Xt)
-        self.init_result_, self.start_ = None, "generic"
-        if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
-            self.init_result_ = self._initialise_from_subset(model, Xt, yt)
-            self.start_ = "subset"
-        self.fit_result_ = self._train(model, Xt, yt)
-        if self.init_result_ is not None and not hasattr(model, "fit_model"):
-            generic = self._build_model(Xt)
-            result = self._train(generic, Xt, yt)
-            losses = [*self.fit_result_.restart_losses, *result.restart_losses]
-            evaluations = self.fit_result_.n_evaluations + result.n_evaluations
-            if result.loss < self.fit_result_.loss:
-                model, self.fit_result_, self.start_ = generic, result, "generic"
-            self.fit_result_ = FitResult(self.fit_result_.loss, evaluations, losses, self.fit_result_.converged)
+        fits = []
+        for candidate in range(self._n_candidates()):
+            self._candidate_ = candidate
+            fits.append(self._fit_candidate(Xt, yt))
+        model, result, self.init_result_, self.start_ = min(fits, key=lambda fit: fit[1].loss)
+        self.fit_result_ = _pooled(result, [fit[1] for fit in fits])
+        self._record_candidates(model, [fit[1].loss for fit in fits])
         self.n_iter_ = self.fit_result_.n_evaluations
         model.eval()
         for p in model.parameters():
@@ -285,6 +278,33 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         self.posterior_ = model.posterior(Xt, yt)
         self.log_marginal_likelihood_value_ = -float(model.neg_log_marginal_likelihood(Xt, yt))
         return self
+
+    def _n_candidates(self) -> int:
+        """Candidate models one ``fit`` trains (e.g. direction sets); the lowest objective is kept."""
+        return 1
+
+    def _record_candidates(self, model, losses: list) -> None:
+        """Set fitted attributes that depend on which candidate ``model`` won (hook)."""
+
+    def _fit_candidate(self, Xt: torch.Tensor, yt: torch.Tensor):
+        """Build and train one candidate: ``(model, fit_result, init_result, start)``.
+
+        Sparse fits are trained from the exact subset fit and from the generic
+        start, keeping the better objective (see ``inference``).
+        """
+        model = self._build_model(Xt)
+        init_result, start = None, "generic"
+        if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
+            init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
+        result = self._train(model, Xt, yt)
+        if init_result is not None and not hasattr(model, "fit_model"):
+            generic = self._build_model(Xt)
+            generic_result = self._train(generic, Xt, yt)
+            pooled = [result, generic_result]
+            if generic_result.loss < result.loss:
+                model, result, start = generic, generic_result, "generic"
+            result = _pooled(result, pooled)
+        return model, result, init_result, start
 
     def _build_model(self, Xt: torch.Tensor):
         """Kernel and inference model at the generic initialisation."""
@@ -388,3 +408,11 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         mean, std = self.predict(X, return_std=True)
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         return -0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((y - mean) / std) ** 2
+
+
+def _pooled(best: FitResult, results: list) -> FitResult:
+    """``best`` with the evaluations and restart losses of all ``results`` (one fit's bookkeeping)."""
+    if len(results) == 1:
+        return best
+    return FitResult(best.loss, sum(r.n_evaluations for r in results),
+                     [loss for r in results for loss in r.restart_losses], best.converged)
