@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import numbers
-import warnings
 
 import numpy as np
 import torch
@@ -38,6 +37,7 @@ from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import resolve_device, resolve_dtype
+from ._class_weight import class_weights, reweight_proba
 from .gp import KERNELS
 
 __all__ = ["GPClassifier", "probit_predictive"]
@@ -81,6 +81,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         Natural-gradient learning rate of the variational distribution (Adam path).
     learn_inducing : bool, default=True
         Optimise the inducing inputs.
+    class_weight : None, "balanced" or dict, default=None
+        Weights :math:`w_k` applied to the fitted class probabilities,
+        :math:`p_w(k \mid x) \propto w_k\, p(k \mid x)` (``predict`` and
+        ``predict_proba``; see :mod:`hdgp.estimators._class_weight`). ``"balanced"``
+        (:math:`w_k = n / (K n_k)`) predicts as if the classes were equally frequent.
+        The fit itself is unweighted.
     random_state : int, RandomState or None
         Seed of k-means and of the minibatch order.
     device : None or str
@@ -105,6 +111,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         Optimisation steps summed over the binary problems.
     x_mean_, x_scale_ : ndarray of shape (n_features,)
     n_features_in_ : int
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The weights :math:`w_k` in the order of ``classes_``.
 
     Examples
     --------
@@ -122,8 +130,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     """
 
     def __init__(self, kernel="rbf-ard", *, inference="variational", n_inducing=200, batch_size=None,
-                 optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, random_state=None,
-                 device=None, dtype="float64", verbose=False):
+                 optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
+                 random_state=None, device=None, dtype="float64", verbose=False):
         self.kernel = kernel
         self.inference = inference
         self.n_inducing = n_inducing
@@ -133,6 +141,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.lr = lr
         self.ngd_lr = ngd_lr
         self.learn_inducing = learn_inducing
+        self.class_weight = class_weight
         self.random_state = random_state
         self.device = device
         self.dtype = dtype
@@ -231,6 +240,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"GPClassifier needs samples of at least 2 classes; the data contain only class {self.classes_[0]!r}."
             )
+        self.class_weight_ = class_weights(self.class_weight, self.classes_, y)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
         self._fit_seed_ = seed
         with thread_budget(X.shape[0]):
@@ -283,17 +293,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         r"""Class probabilities :math:`\Phi(\mu_*/\sqrt{1+s_*^2})` (one-vs-rest: normalised over classes).
 
+        Reweighted by ``class_weight_`` when ``class_weight`` is set.
+
         Returns
         -------
         proba : ndarray of shape (n_queries, n_classes)
         """
         probs = np.column_stack([probit_predictive(m, v).cpu().numpy() for m, v in self._latent(X)])
         if probs.shape[1] == 1:
-            return np.column_stack([1.0 - probs[:, 0], probs[:, 0]])
-        total = probs.sum(axis=1, keepdims=True)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            return np.where(total > 0, probs / np.where(total > 0, total, 1.0), 1.0 / probs.shape[1])
+            probs = np.column_stack([1.0 - probs[:, 0], probs[:, 0]])
+        weights = getattr(self, "class_weight_", None)  # None in model files written before class_weight
+        return reweight_proba(probs, np.ones(probs.shape[1]) if weights is None else weights)
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

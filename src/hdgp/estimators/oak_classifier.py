@@ -45,7 +45,7 @@ class OAKClassifier(GPClassifier):
         Input handling and kernel as in :class:`~hdgp.estimators.oak.OAKRegressor`.
     n_inducing : int, default=200
         Inducing points per binary problem (the paper's choice for N > 200).
-    inference, batch_size, optimizer, max_iter, lr, ngd_lr, learn_inducing, random_state, device, dtype, verbose
+    inference, batch_size, optimizer, max_iter, lr, ngd_lr, learn_inducing, class_weight, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators.classifier.GPClassifier`.
 
     Attributes
@@ -79,8 +79,8 @@ class OAKClassifier(GPClassifier):
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True, log_transform="auto",
                  categorical_features=None, binary_features="auto", order_variance_prior=True,
                  max_sobol_terms=100_000, inference="variational", n_inducing=200, batch_size=None,
-                 optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, random_state=None, device=None,
-                 dtype="float64", verbose=False):
+                 optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
+                 random_state=None, device=None, dtype="float64", verbose=False):
         self.max_order = max_order
         self.measure = measure
         self.gmm_components = gmm_components
@@ -98,6 +98,7 @@ class OAKClassifier(GPClassifier):
         self.lr = lr
         self.ngd_lr = ngd_lr
         self.learn_inducing = learn_inducing
+        self.class_weight = class_weight
         self.random_state = random_state
         self.device = device
         self.dtype = dtype

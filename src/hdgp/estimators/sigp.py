@@ -52,6 +52,7 @@ from ..presets import register_preset
 from ..sigp.cv import cross_validate
 from ..sigp.model import fit_grid
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
+from ._class_weight import class_weights, reweight_proba
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
 
@@ -413,12 +414,20 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     cv : int or cross-validation splitter, default=5
         An integer means ``StratifiedKFold(cv)`` (fewer folds if a class is smaller
         than ``cv``), in the data order unless ``random_state`` is given.
+    class_weight : None, "balanced" or dict, default=None
+        Weights :math:`w_k` applied to the calibrated probabilities,
+        :math:`p_w(k \mid x) \propto w_k\, p(k \mid x)`, i.e. a shift
+        :math:`\log w_k` of the softmax scores (``predict`` is their arg-max; see
+        :mod:`hdgp.estimators._class_weight`). ``"balanced"`` predicts as if the
+        classes were equally frequent; the fit itself is unweighted.
     random_state : int or None, default=None
         Seed for shuffling the folds of an integer ``cv``.
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+    class_weight_ : ndarray of shape (n_classes,) or None
+        The weights :math:`w_k` in the order of ``classes_``.
     model_ : hdgp.sigp.model.SIGPModel
     best_params_, cv_scores_, kernel_rank_, kernel_residual_, subspace_solver_, n_iter_, log_likelihood_
         As in :class:`SIGPRegressor`.
@@ -440,6 +449,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         max_iter=2000,
         cv_max_iter=100,
         tol=1e-6,
+        class_weight=None,
         random_state=None,
     ):
         self.rank = rank
@@ -453,6 +463,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         self.max_iter = max_iter
         self.cv_max_iter = cv_max_iter
         self.tol = tol
+        self.class_weight = class_weight
         self.random_state = random_state
 
     def fit(self, X, y):
@@ -469,6 +480,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
             raise ValueError(
                 f"SIGPClassifier needs at least 2 classes; got 1 class ({self.classes_[0]!r})."
             )
+        self.class_weight_ = class_weights(self.class_weight, self.classes_, y)
         self._check_common(X.shape[0])
         Xs = self._standardise(X, fit=True)
         onehot = class_features(torch.as_tensor(codes))
@@ -522,14 +534,22 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         return out[:, 0] if out.shape[1] == 1 else out
 
     def predict(self, X):
-        """Class with the largest latent mean (the sign of the ±1 regression for two classes)."""
+        """Class with the largest latent mean (the sign of the ±1 regression for two classes).
+
+        With ``class_weight`` set: the arg-max of the reweighted :meth:`predict_proba`.
+        """
+        if self._class_weight() is not None:
+            return self.classes_[self.predict_proba(X).argmax(1)]
         scores = self._scores_matrix(self._latent(X)[0])
         return self.classes_[scores.argmax(1)]
 
     def predict_proba(self, X):
-        """Calibrated probabilities :math:`p_k \\propto \\exp(a\\,s_k)`, shape (t, n_classes)."""
+        """Calibrated probabilities :math:`p_k \\propto w_k \\exp(a\\,s_k)`, shape (t, n_classes)."""
         scores = self._scores_matrix(self._latent(X)[0])
-        return np.exp(self._log_softmax(scores, self.temperature_))
+        return reweight_proba(np.exp(self._log_softmax(scores, self.temperature_)), self._class_weight())
+
+    def _class_weight(self):
+        return getattr(self, "class_weight_", None)  # None in model files written before class_weight
 
 
 register_preset(
