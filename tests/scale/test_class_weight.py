@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import hdgp
 from hdgp.estimators import GPClassifier, SIGPClassifier
 from hdgp.estimators._class_weight import class_weights, reweight_proba
 
@@ -45,6 +46,7 @@ def test_dict_weights_and_bad_values(name):
     est = FACTORIES[name](class_weight={"b": 1000.0}).fit(X, y)
     assert np.allclose(est.class_weight_, [1.0, 1000.0])
     assert np.mean(est.predict(X) == "b") > 0.8
+    assert "class weights on the probabilities: a 1, b 1e+03" in hdgp.summary(est)
     for bad, message in (("uniform", "class_weight"), ({"b": -1.0}, "positive")):
         with pytest.raises(ValueError, match=message):
             FACTORIES[name](class_weight=bad).fit(X, y)

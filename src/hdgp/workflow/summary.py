@@ -61,7 +61,8 @@ def learned_quantities(est) -> dict:
         ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
         ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
         ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
-        inverse temperature), plus ``n_train`` and ``n_features``. A binary GP /
+        inverse temperature), ``class_weights`` (class → weight, when ``class_weight``
+        was set), plus ``n_train`` and ``n_features``. A binary GP /
         OAK classifier reports the length-scales and Sobol terms of its latent function.
     """
     names = feature_names(est)
@@ -90,6 +91,8 @@ def learned_quantities(est) -> dict:
         out["n_classes"] = len(est.classes_)
     if hasattr(est, "temperature_"):
         out["temperature"] = float(est.temperature_)
+    if getattr(est, "class_weight_", None) is not None:
+        out["class_weights"] = {str(c): float(w) for c, w in zip(est.classes_, est.class_weight_)}
     if isinstance(getattr(est, "sobol_indices_", None), dict):  # one latent function (a list: one per class)
         out["sobol_top"] = {" × ".join(k): float(v) for k, v in list(est.sobol_indices_.items())[:_TOP]}
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
@@ -132,6 +135,9 @@ def summarize(est, *, header: bool = True) -> str:
         lines.append("  top Sobol terms: " + ", ".join(f"{k} {v:.3f}" for k, v in list(q["sobol_top"].items())[:5]))
     if "temperature" in q:
         lines.append(f"  softmax inverse temperature: {q['temperature']:.4g}")
+    if "class_weights" in q:
+        lines.append("  class weights on the probabilities: "
+                     + ", ".join(f"{c} {w:.3g}" for c, w in q["class_weights"].items()))
     if "best_params" in q:
         lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
     if "log_marginal_likelihood" in q:
