@@ -536,12 +536,11 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     def predict(self, X):
         """Class with the largest latent mean (the sign of the ±1 regression for two classes).
 
-        With ``class_weight`` set: the arg-max of the reweighted :meth:`predict_proba`.
+        This is the arg-max of :meth:`predict_proba` (a monotone link of the means),
+        reweighted when ``class_weight`` is set.
         """
-        if self._class_weight() is not None:
-            return self.classes_[self.predict_proba(X).argmax(1)]
-        scores = self._scores_matrix(self._latent(X)[0])
-        return self.classes_[scores.argmax(1)]
+        proba = self.predict_proba(X)  # checks that the model is fitted
+        return self.classes_[proba.argmax(1)]
 
     def predict_proba(self, X):
         """Calibrated probabilities :math:`p_k \\propto w_k \\exp(a\\,s_k)`, shape (t, n_classes)."""
