@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.utils.class_weight import compute_class_weight
 
-__all__ = ["class_weights", "reweight_proba"]
+__all__ = ["class_weights", "fitted_class_weights", "reweight_proba"]
 
 
 def class_weights(class_weight, classes: np.ndarray, y: np.ndarray) -> np.ndarray | None:
@@ -43,6 +43,11 @@ def class_weights(class_weight, classes: np.ndarray, y: np.ndarray) -> np.ndarra
     if not (np.all(np.isfinite(weights)) and np.all(weights > 0)):
         raise ValueError(f"class weights must be positive and finite, got {dict(zip(classes.tolist(), weights))}.")
     return weights
+
+
+def fitted_class_weights(est) -> np.ndarray | None:
+    """``est.class_weight_``, or None for a classifier loaded from a file written before class weights."""
+    return getattr(est, "class_weight_", None)
 
 
 def reweight_proba(proba: np.ndarray, weights: np.ndarray | None) -> np.ndarray:

@@ -37,7 +37,7 @@ from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import resolve_device, resolve_dtype
-from ._class_weight import class_weights, reweight_proba
+from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from .gp import KERNELS
 
 __all__ = ["GPClassifier", "probit_predictive"]
@@ -302,8 +302,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         probs = np.column_stack([probit_predictive(m, v).cpu().numpy() for m, v in self._latent(X)])
         if probs.shape[1] == 1:
             probs = np.column_stack([1.0 - probs[:, 0], probs[:, 0]])
-        weights = getattr(self, "class_weight_", None)  # None in model files written before class_weight
-        return reweight_proba(probs, np.ones(probs.shape[1]) if weights is None else weights)
+        weights = fitted_class_weights(self)
+        return reweight_proba(probs, np.ones(probs.shape[1]) if weights is None else weights)  # rows sum to 1
 
     def predict_log_proba(self, X) -> np.ndarray:
         """Logarithm of :meth:`predict_proba`."""

@@ -99,8 +99,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     """
 
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
-                 grid_size=512,
-                 inference="auto", n_inducing=512, noise_lower_bound=1e-4, noise_prior=None,
+                 grid_size=512, inference="auto", n_inducing=512, noise_lower_bound=1e-4, noise_prior=None,
                  optimizer="lbfgs", max_iter=None, n_restarts=0, random_state=None, device=None,
                  dtype="float64", verbose=False):
         self.n_projections = n_projections

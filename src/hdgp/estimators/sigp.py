@@ -52,7 +52,7 @@ from ..presets import register_preset
 from ..sigp.cv import cross_validate
 from ..sigp.model import fit_grid
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
-from ._class_weight import class_weights, reweight_proba
+from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
 
@@ -545,10 +545,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     def predict_proba(self, X):
         """Calibrated probabilities :math:`p_k \\propto w_k \\exp(a\\,s_k)`, shape (t, n_classes)."""
         scores = self._scores_matrix(self._latent(X)[0])
-        return reweight_proba(np.exp(self._log_softmax(scores, self.temperature_)), self._class_weight())
-
-    def _class_weight(self):
-        return getattr(self, "class_weight_", None)  # None in model files written before class_weight
+        return reweight_proba(np.exp(self._log_softmax(scores, self.temperature_)), fitted_class_weights(self))
 
 
 register_preset(
