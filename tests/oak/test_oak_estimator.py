@@ -1,5 +1,7 @@
 """OAKRegressor: FANOVA recovery, components, DataFrames with categoricals, bad input."""
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -73,6 +75,22 @@ def test_dataframe_with_categorical_and_binary_columns():
     city_bars = fig.axes[1].patches
     assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["oslo", "paris", "rome"]
     assert len(city_bars) == 3
+
+
+def test_clip_inputs_holds_predictions_at_the_training_boundary(fitted):
+    est, X, _ = fitted
+    clipped = copy.deepcopy(est).set_params(clip_inputs=True)  # only used at prediction
+    np.testing.assert_array_equal(clipped.input_min_, X.min(0))
+    np.testing.assert_array_equal(clipped.input_max_, X.max(0))
+    inside = X[:5]
+    np.testing.assert_allclose(clipped.predict(inside), est.predict(inside), rtol=0, atol=0)
+    outside = np.array([[X[:, 0].max() + 3.0, 0.0, X[:, 2].min() - 2.0]])
+    boundary = np.array([[X[:, 0].max(), 0.0, X[:, 2].min()]])
+    np.testing.assert_allclose(clipped.predict(outside), est.predict(boundary), rtol=0, atol=0)
+    np.testing.assert_allclose(clipped.predict_component(outside, 0), est.predict_component(boundary, 0))
+    assert not np.allclose(est.predict(outside), est.predict(boundary))
+    with pytest.raises(ValueError, match="clip_inputs"):
+        OAKRegressor(clip_inputs="yes").fit(X, X[:, 0])
 
 
 def test_numeric_unknown_level_and_bad_declarations():

@@ -327,7 +327,7 @@ _DUVENAUD = Protocol(
 _OAK_DATASETS = {"boston": "housing", "keggdirect": "keggdirected", "tamielectr": "tamielectric",
                  "yacht": "yacht-raw"}
 #: The paper's OAK row is compared with both the single-start fit and the multi-start one.
-_OAK_VARIANTS = {"OAK": ["OAK", "OAK-5-starts", "OAK-SGPR"]}
+_OAK_VARIANTS = {"OAK": ["OAK", "OAK-5-starts", "OAK-authors", "OAK-SGPR"]}
 
 _OAK = Protocol(
     name="oak-table5",
@@ -338,7 +338,8 @@ _OAK = Protocol(
                                          "elevators", "kin40k", "protein", "keggdirected", "autompg",
                                          "concrete"))),
     models=(*_models("OAK", "Linear"), ModelSpec("OAK-shifted-log", "OAK", {"log_transform": "shifted"}),
-            ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}), *_models("RBF-ARD"),
+            ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}),
+            ModelSpec("OAK-authors", "OAK", {"log_transform": "shifted", "clip_inputs": True}), *_models("RBF-ARD"),
             ModelSpec("OAK-SGPR", "OAK", {"max_order": 3, "inference": "sparse", "n_inducing": 200},
                       datasets=("gas",))),
     metrics=("rmse", "nlpd"),
@@ -365,7 +366,10 @@ _OAK = Protocol(
            "paper's M for its classification sets; it gives none for regression). "
            "As in the authors' code, inputs reach the models unscaled (OAK warps them with its flow; the "
            "target is z-scored). OAK-shifted-log is OAK with the authors' pre-flow map log(x - min + 1) "
-           "on every continuous feature. OAK-5-starts keeps the best marginal likelihood of the default start "
+           "on every continuous feature. OAK-authors adds the other step of the authors' UCI script: test "
+           "inputs clipped to the training range (clip_inputs=True) before the flow; it differs from their "
+           "recipe only in the interaction depth (min(d, 10) instead of d, which matters for housing's 13 "
+           "features only, whose orders above 3 carry no Sobol mass). OAK-5-starts keeps the best marginal likelihood of the default start "
            "and four perturbed ones (n_restarts=4): on some splits (yacht) the default start ends in a "
            "worse local optimum. RBF-ARD (exact GP, inputs standardised by the estimator) is a "
            "same-split GP baseline: the paper's splits differ from these, and the RBF-ARD row shows how hard "

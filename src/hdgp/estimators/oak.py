@@ -66,6 +66,12 @@ class OAKRegressor(BaseGPRegressor):
         Passed to the flow: log of positive, skewed features (``"auto"``), or the
         OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature (``"shifted"``,
         meant for inputs in their natural units).
+    clip_inputs : bool, default=False
+        At prediction, clip every continuous feature to the range seen in ``fit``
+        (``input_min_``, ``input_max_``) before the flow, as the OAK authors' UCI
+        protocol does: beyond the training range a prediction then stays at its
+        boundary value instead of following the flow's extrapolated tails, which
+        are fitted to no data. Components and plots see the clipped inputs too.
     categorical_features : list of int or str, or None
         Columns to treat as categorical (indices, or names for DataFrames).
         DataFrame columns of categorical / object / string dtype always are.
@@ -116,6 +122,8 @@ class OAKRegressor(BaseGPRegressor):
         training frequency of the upper one.
     levels_ : dict
         Column index → sorted training levels of every categorical and declared binary column.
+    input_min_, input_max_ : ndarray of shape (len(continuous_features_),)
+        Training range of the continuous features (used by ``clip_inputs``).
     flow_ : SinhArcsinhFlow or None
     inference_ : str
         Engine used (``"exact"``, ``"sparse"`` or ``"variational"``).
@@ -129,7 +137,7 @@ class OAKRegressor(BaseGPRegressor):
     """
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
-                 log_transform="auto", categorical_features=None, binary_features="auto",
+                 log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
                  inference="auto", n_inducing=512, noise_lower_bound=COMMON_PARAMS["noise_lower_bound"],
                  noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0,
@@ -139,6 +147,7 @@ class OAKRegressor(BaseGPRegressor):
         self.gmm_components = gmm_components
         self.flow = flow
         self.log_transform = log_transform
+        self.clip_inputs = clip_inputs
         self.categorical_features = categorical_features
         self.binary_features = binary_features
         self.order_variance_prior = order_variance_prior
@@ -168,6 +177,8 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"sobol_threshold must be in (0, 1], got {self.sobol_threshold!r}.")
         if not isinstance(self.max_sobol_terms, numbers.Integral) or self.max_sobol_terms < 1:
             raise ValueError(f"max_sobol_terms must be a positive integer, got {self.max_sobol_terms!r}.")
+        if not isinstance(self.clip_inputs, (bool, np.bool_)):
+            raise ValueError(f"clip_inputs must be a bool, got {self.clip_inputs!r}.")
         if self.log_transform not in LOG_TRANSFORMS:
             raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {self.log_transform!r}.")
 
@@ -249,11 +260,15 @@ class OAKRegressor(BaseGPRegressor):
         out = X.copy()
         cont = self.continuous_features_
         if cont:
+            X_cont = X[:, cont]
             if fit:
-                self.flow_ = SinhArcsinhFlow(self.log_transform).fit(X[:, cont]) if self.flow else None
+                self.input_min_, self.input_max_ = X_cont.min(0), X_cont.max(0)
+                self.flow_ = SinhArcsinhFlow(self.log_transform).fit(X_cont) if self.flow else None
                 if not self.flow:
-                    super()._transform_inputs(X[:, cont], fit=True)
-            out[:, cont] = self.flow_.transform(X[:, cont]) if self.flow_ is not None else super()._transform_inputs(X[:, cont], fit=False)
+                    super()._transform_inputs(X_cont, fit=True)
+            elif self.clip_inputs:
+                X_cont = np.clip(X_cont, self.input_min_, self.input_max_)
+            out[:, cont] = self.flow_.transform(X_cont) if self.flow_ is not None else super()._transform_inputs(X_cont, fit=False)
         elif fit:
             self.flow_ = None
         for j, (low, high, _) in self._two_point().items():

@@ -41,7 +41,7 @@ class OAKClassifier(GPClassifier):
     max_order : int or None, default=None
         Highest interaction order; None means :math:`\min(D, 4)`, the paper's choice
         for classification (:data:`DEFAULT_MAX_ORDER`).
-    measure, gmm_components, flow, log_transform, categorical_features, binary_features, order_variance_prior, max_sobol_terms
+    measure, gmm_components, flow, log_transform, clip_inputs, categorical_features, binary_features, order_variance_prior, max_sobol_terms
         Input handling and kernel as in :class:`~hdgp.estimators.oak.OAKRegressor`.
     n_inducing : int, default=200
         Inducing points per binary problem (the paper's choice for N > 200).
@@ -77,7 +77,7 @@ class OAKClassifier(GPClassifier):
     """
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True, log_transform="auto",
-                 categorical_features=None, binary_features="auto", order_variance_prior=True,
+                 clip_inputs=False, categorical_features=None, binary_features="auto", order_variance_prior=True,
                  max_sobol_terms=100_000, inference="variational", n_inducing=200, batch_size=None,
                  optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
                  random_state=None, device=None, dtype="float64", verbose=False):
@@ -86,6 +86,7 @@ class OAKClassifier(GPClassifier):
         self.gmm_components = gmm_components
         self.flow = flow
         self.log_transform = log_transform
+        self.clip_inputs = clip_inputs
         self.categorical_features = categorical_features
         self.binary_features = binary_features
         self.order_variance_prior = order_variance_prior
@@ -107,7 +108,7 @@ class OAKClassifier(GPClassifier):
     # ------------------------------------------------------------------ hooks
     def _encoder(self) -> OAKRegressor:
         return OAKRegressor(max_order=self.max_order, measure=self.measure, gmm_components=self.gmm_components,
-                            flow=self.flow, log_transform=self.log_transform,
+                            flow=self.flow, log_transform=self.log_transform, clip_inputs=self.clip_inputs,
                             categorical_features=self.categorical_features, binary_features=self.binary_features,
                             order_variance_prior=self.order_variance_prior, random_state=self.random_state)
 
