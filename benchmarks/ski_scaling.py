@@ -8,13 +8,19 @@ evaluation costs); we time ``--iters`` of them after one warm-up evaluation.
 The exact engine runs the *same* projected kernel with Cholesky inference.
 
 Every (method, n) runs in a fresh subprocess so its peak resident memory
-(``ru_maxrss``) is its own. Writes ``scaling.json``, ``scaling.md`` (with the fitted
+(``ru_maxrss``; with ``--device cuda`` also the peak GPU memory PyTorch allocated)
+is its own. Writes ``scaling.json``, ``scaling.md`` (with the fitted
 log-log slopes and the crossover) and ``scaling.png`` to ``--out``.
 
 Example (the run committed under benchmarks/results/projected/)::
 
     OMP_NUM_THREADS=1 python benchmarks/ski_scaling.py \
         --ski-n 1000 2000 4000 8000 16000 32000 64000 128000 200000 --exact-n 1000 2000 4000 8000
+
+and on a GPU (``benchmarks/results/projected/gpu/``)::
+
+    python benchmarks/ski_scaling.py --device cuda --out benchmarks/results/projected/gpu \
+        --ski-n ... --exact-n ...
 """
 
 from __future__ import annotations
@@ -33,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 D, J, GRID = 100, 20, 512
 
 
-def _worker(method: str, n: int, iters: int, seed: int = 0) -> dict:
+def _worker(method: str, n: int, iters: int, device: str, seed: int = 0) -> dict:
     """Time ``iters`` loss+gradient evaluations of one model in this process."""
     import torch
     from gpytorch.kernels import ScaleKernel
@@ -55,17 +61,24 @@ def _worker(method: str, n: int, iters: int, seed: int = 0) -> dict:
     kernel = ScaleKernel(pk).double()
     model = (SKIProjectedGPModel(kernel, grid_size=GRID) if method == "ski" else ExactGPModel(kernel)).double()
     model.likelihood.noise = 0.1
+    model, X, y = model.to(device), X.to(device), y.to(device)
+    cuda = X.device.type == "cuda"
     times = []
     for it in range(iters + 1):
         model.zero_grad(set_to_none=True)
         start = time.perf_counter()
         loss = model.neg_log_marginal_likelihood(X, y)
         loss.backward()
+        if cuda:
+            torch.cuda.synchronize()
         if it > 0:  # the first evaluation is a warm-up
             times.append(time.perf_counter() - start)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
-    return dict(method=method, n=n, seconds_per_iter=float(np.median(times)), iters=iters,
-                peak_rss_mb=peak / 1024, extra_rss_mb=(peak - base_rss) / 1024, loss=float(loss) / n)
+    row = dict(method=method, n=n, device=str(X.device), seconds_per_iter=float(np.median(times)), iters=iters,
+               peak_rss_mb=peak / 1024, extra_rss_mb=(peak - base_rss) / 1024, loss=float(loss) / n)
+    if cuda:
+        row["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return row
 
 
 def _slope(ns, ts) -> float:
@@ -78,16 +91,22 @@ def _report(rows: list, out: Path, command: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    gpu = any("peak_gpu_mb" in r for r in rows)
     by = {m: sorted((r for r in rows if r["method"] == m), key=lambda r: r["n"]) for m in ("ski", "exact")}
     lines = ["# Additive SKI vs exact inference: time and memory per training iteration (Fig. 5 set-up)", "",
              f"Command: `{command}`", "",
              f"d = {D}, J = {J} one-dimensional random projections, m = {GRID} grid points, float64, "
-             "1 thread on a shared 2-core machine (other jobs running). One iteration = negative log "
-             "marginal likelihood + gradient; median over the timed iterations after one warm-up.", "",
-             "| method | n | s / iteration | peak RSS (MB) | extra RSS over start (MB) |", "|---|---|---|---|---|"]
+             + ("one GPU (device column). " if gpu else
+                "1 thread on a shared 2-core machine (other jobs running). ")
+             + "One iteration = negative log marginal likelihood + gradient; median over the timed "
+             "iterations after one warm-up.", "",
+             "| method | n | s / iteration | peak RSS (MB) | extra RSS over start (MB) |"
+             + (" peak GPU memory (MB) | device |" if gpu else ""),
+             "|---|---|---|---|---|" + ("---|---|" if gpu else "")]
     for m, rs in by.items():
         lines += [f"| {m} | {r['n']} | {r['seconds_per_iter']:.3f} | {r['peak_rss_mb']:.0f} | "
-                  f"{r['extra_rss_mb']:.0f} |" for r in rs]
+                  f"{r['extra_rss_mb']:.0f} |" + (f" {r['peak_gpu_mb']:.0f} | {r['device']} |" if gpu else "")
+                  for r in rs]
     lines.append("")
     for m, rs in by.items():
         if len(rs) >= 2:
@@ -96,9 +115,10 @@ def _report(rows: list, out: Path, command: str) -> None:
             big = [(a, b) for a, b in zip(ns, ts) if a >= 8000]
             if m == "ski" and len(big) >= 2:
                 lines.append(f"  (n >= 8000 only: {_slope(*zip(*big)):.2f})")
-            ms = [r["extra_rss_mb"] for r in rs if r["extra_rss_mb"] > 0]
+            key = "peak_gpu_mb" if gpu else "extra_rss_mb"
+            ms = [r[key] for r in rs if r[key] > 0]
             if len(ms) == len(rs):
-                lines.append(f"  memory slope (extra RSS vs n): {_slope(ns, ms):.2f}")
+                lines.append(f"  memory slope ({'peak GPU memory' if gpu else 'extra RSS'} vs n): {_slope(ns, ms):.2f}")
     ski, exact = {r["n"]: r["seconds_per_iter"] for r in by["ski"]}, {r["n"]: r["seconds_per_iter"] for r in by["exact"]}
     common = sorted(set(ski) & set(exact))
     faster = [n for n in common if ski[n] < exact[n]]
@@ -111,13 +131,14 @@ def _report(rows: list, out: Path, command: str) -> None:
     for m, rs in by.items():
         if rs:
             axes[0].loglog([r["n"] for r in rs], [r["seconds_per_iter"] for r in rs], "o-", label=m)
-            axes[1].loglog([r["n"] for r in rs], [max(r["extra_rss_mb"], 1) for r in rs], "o-", label=m)
+            axes[1].loglog([r["n"] for r in rs], [max(r["peak_gpu_mb" if gpu else "extra_rss_mb"], 1) for r in rs],
+                           "o-", label=m)
     if by["ski"]:
         n0, t0 = by["ski"][0]["n"], by["ski"][0]["seconds_per_iter"]
         ns = np.array([r["n"] for r in by["ski"]])
         axes[0].loglog(ns, t0 * ns / n0, "k:", label="slope 1")
     axes[0].set(xlabel="n", ylabel="seconds per iteration", title="time per iteration")
-    axes[1].set(xlabel="n", ylabel="extra peak RSS (MB)", title="memory")
+    axes[1].set(xlabel="n", ylabel="peak GPU memory (MB)" if gpu else "extra peak RSS (MB)", title="memory")
     for ax in axes:
         ax.legend()
         ax.grid(True, which="both", alpha=0.3)
@@ -131,10 +152,11 @@ def main(argv=None) -> None:
     parser.add_argument("--exact-n", nargs="*", type=int, default=[1000, 2000, 4000])
     parser.add_argument("--iters", type=int, default=3)
     parser.add_argument("--out", type=Path, default=HERE / "results" / "projected")
+    parser.add_argument("--device", default="cpu", help="torch device of the models (e.g. cuda)")
     parser.add_argument("--worker", nargs=2, metavar=("METHOD", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        print(json.dumps(_worker(args.worker[0], int(args.worker[1]), args.iters)))
+        print(json.dumps(_worker(args.worker[0], int(args.worker[1]), args.iters, args.device)))
         return
     args.out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/ski_scaling.py " + " ".join(sys.argv[1:] if argv is None else argv)
@@ -142,8 +164,8 @@ def main(argv=None) -> None:
     jobs = [("exact", n) for n in args.exact_n] + [("ski", n) for n in args.ski_n]
     for method, n in jobs:
         iters = args.iters if method == "ski" or n <= 4000 else 1
-        proc = subprocess.run([sys.executable, __file__, "--worker", method, str(n), "--iters", str(iters)],
-                              capture_output=True, text=True)
+        proc = subprocess.run([sys.executable, __file__, "--worker", method, str(n), "--iters", str(iters),
+                               "--device", args.device], capture_output=True, text=True)
         if proc.returncode != 0:
             print(f"{method} n={n} failed:\n{proc.stderr[-2000:]}", flush=True)
             continue

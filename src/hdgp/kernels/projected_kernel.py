@@ -44,9 +44,12 @@ def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return (a2 + b2 - 2.0 * a @ b.transpose(-1, -2)).clamp_min(0.0)
 
 
-#: Rows of K processed together: every pass over a (64 × n) block stays in cache,
+#: Rows of K processed together on the CPU: every pass over a (64 × n) block stays in cache,
 #: which measured ~2x faster than whole-matrix passes (forward, n = 927, J = 20, one thread).
 _ROW_BLOCK = 64
+#: Entries of one block on a GPU: there, cache blocking buys nothing and each elementwise pass
+#: is a kernel launch, so blocks are as large as keeps a temporary at 2^26 entries (512 MB in float64).
+_GPU_BLOCK_ENTRIES = 2**26
 
 
 def _rbf_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -59,14 +62,16 @@ def _rbf_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return K.mul_(-0.5).exp_()
 
 
-def _row_blocks(n: int, symmetric: bool):
-    """``(rows, cols)`` slices that tile K in blocks of :data:`_ROW_BLOCK` rows.
+def _row_blocks(Z1: torch.Tensor, n_cols: int, symmetric: bool):
+    """``(rows, cols)`` slices that tile the ``(n, n_cols)`` matrix K in blocks of rows.
 
+    :data:`_ROW_BLOCK` rows on the CPU, ~:data:`_GPU_BLOCK_ENTRIES` entries on a GPU.
     For a symmetric K (both arguments the same tensor) each block only spans the
     columns from its own diagonal on: the upper triangle, half the work.
     """
-    for start in range(0, n, _ROW_BLOCK):
-        yield slice(start, start + _ROW_BLOCK), slice(start if symmetric else 0, None)
+    step = _ROW_BLOCK if Z1.device.type == "cpu" else max(_ROW_BLOCK, _GPU_BLOCK_ENTRIES // max(n_cols, 1))
+    for start in range(0, Z1.shape[-2], step):
+        yield slice(start, start + step), slice(start if symmetric else 0, None)
 
 
 class _ProjectedRBFSum(torch.autograd.Function):
@@ -79,7 +84,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
     arguments are the same tensor :math:`Z` (training, :math:`K(X, X)`) the two add
     up to :math:`S Z - \\mathrm{rowsum}(S) Z` with :math:`S = w_j (G + G^\\top) \\odot K_j`:
     one product per term instead of two, and no transposed (strided) passes.
-    Both passes walk K in blocks of :data:`_ROW_BLOCK` rows and recompute each
+    Both passes walk K in blocks of rows (:func:`_row_blocks`) and recompute each
     term :math:`K_j` there, so memory stays O(n²) for any J and every elementwise
     pass runs in cache; for :math:`K(X, X)` they visit only the upper triangle
     (half the exponentials) and mirror it.
@@ -91,7 +96,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
         symmetric = Z1 is Z2
         shape = torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (Z1.shape[-2], Z2.shape[-2])
         K = Z1.new_zeros(shape)
-        for rows, cols in _row_blocks(Z1.shape[-2], symmetric):
+        for rows, cols in _row_blocks(Z1, Z2.shape[-2], symmetric):
             block = K[..., rows, cols]
             for j, sl in enumerate(slices):
                 block.add_(_rbf_term(Z1[..., rows, sl], Z2[..., cols, sl]), alpha=w[j])
@@ -113,7 +118,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
         if symmetric:
             G = G + G.transpose(-1, -2)  # each entry of M + M^T below, computed once
         w = weights.tolist()
-        for rows, cols in _row_blocks(Z1.shape[-2], symmetric):
+        for rows, cols in _row_blocks(Z1, Z2.shape[-2], symmetric):
             G_block = G[..., rows, cols]
             for j, sl in enumerate(ctx.slices):
                 a, b = Z1[..., rows, sl], Z2[..., cols, sl]
