@@ -29,9 +29,13 @@ from . import log_positive
 
 __all__ = ["AdditiveKernel", "elementary_symmetric"]
 
-#: Elements processed together: the D + 2(R + 1) rows of one tile stay in cache, and the
-#: backward pass stores only D·R·_CHUNK prefix values (measured fastest on 2-core x86).
+#: Elements processed together on the CPU: the D + 2(R + 1) rows of one tile stay in cache,
+#: and the backward pass stores only D·R·_CHUNK prefix values (measured fastest on 2-core x86).
 _CHUNK = 16384
+#: On a GPU, tiles are as wide as keeps the backward's D·R prefix rows at 2^28 entries (2 GB in
+#: float64): cache tiling buys nothing there and every elementwise pass is a kernel launch (with
+#: CPU-sized tiles sparse OAK on a 256 × 15,000 K_uf made ~200,000 launches per evaluation).
+_GPU_PREFIX_ENTRIES = 2**28
 
 #: Above this many elementwise passes (D·R) per kernel evaluation, warn about cost.
 _COST_WARN_PASSES = 1000
@@ -157,14 +161,17 @@ def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optio
     order_variances : torch.Tensor of shape (R + 1,)
         :math:`\sigma_0^2, \dots, \sigma_R^2`.
     chunk : int, optional
-        Number of elements processed together in the backward pass (tuning / tests).
+        Number of elements processed together (tuning / tests). Default :data:`_CHUNK`
+        on the CPU; on a GPU as many as keep the backward's prefix buffer at
+        :data:`_GPU_PREFIX_ENTRIES`.
 
     Returns
     -------
     torch.Tensor of shape base.shape[1:]
     """
     if chunk is None:
-        chunk = _CHUNK
+        passes = base.shape[0] * max(order_variances.numel() - 1, 1)
+        chunk = _CHUNK if base.device.type == "cpu" else max(_CHUNK, _GPU_PREFIX_ENTRIES // passes)
     return _AdditiveSum.apply(base, order_variances, int(chunk))
 
 
