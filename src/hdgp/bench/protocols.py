@@ -369,8 +369,8 @@ _OAK = Protocol(
            "on every continuous feature. OAK-authors adds the other step of the authors' UCI script: test "
            "inputs clipped to the training range (clip_inputs=True) before the flow; it differs from their "
            "recipe only in the interaction depth (min(d, 10) instead of d, which matters for housing's 13 "
-           "features only, whose orders above 3 carry no Sobol mass). OAK-5-starts keeps the best marginal likelihood of the default start "
-           "and four perturbed ones (n_restarts=4): on some splits (yacht) the default start ends in a "
+           "features only, whose orders above 3 carry no Sobol mass). OAK-5-starts keeps the best marginal "
+           "likelihood of the default start and four perturbed ones (n_restarts=4): on some splits (yacht) the default start ends in a "
            "worse local optimum. RBF-ARD (exact GP, inputs standardised by the estimator) is a "
            "same-split GP baseline: the paper's splits differ from these, and the RBF-ARD row shows how hard "
            "these splits are beside the paper's SVGP row."),

@@ -268,7 +268,8 @@ class OAKRegressor(BaseGPRegressor):
                     super()._transform_inputs(X_cont, fit=True)
             elif self.clip_inputs:
                 X_cont = np.clip(X_cont, self.input_min_, self.input_max_)
-            out[:, cont] = self.flow_.transform(X_cont) if self.flow_ is not None else super()._transform_inputs(X_cont, fit=False)
+            out[:, cont] = (self.flow_.transform(X_cont) if self.flow_ is not None
+                            else super()._transform_inputs(X_cont, fit=False))
         elif fit:
             self.flow_ = None
         for j, (low, high, _) in self._two_point().items():
