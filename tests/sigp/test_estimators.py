@@ -8,6 +8,7 @@ import torch
 
 import hdgp
 from hdgp.estimators import SIGPClassifier, SIGPRegressor
+from hdgp.exceptions import NumericalWarning
 from hdgp.sigp.lowrank import rbf_kernel
 
 FIXED = dict(rank=3, lengthscale=1.5, eta=1e-4, mean_penalty=1.0)
@@ -55,7 +56,7 @@ def test_predictive_mean_and_variance_match_dense_gp_formulas(mean):
         - torch.diagonal(M_tX @ torch.linalg.solve(G, M_tX.T))
     )
     np.testing.assert_allclose(mean_pred, mean_ref.numpy() * model.y_scale_ + model.y_mean_, rtol=1e-7, atol=1e-7)
-    np.testing.assert_allclose(std, np.sqrt(var_ref.numpy()) * model.y_scale_, rtol=1e-6)
+    np.testing.assert_allclose(std, np.sqrt(var_ref.numpy() * model.variance_scale_) * model.y_scale_, rtol=1e-6)
 
 
 def test_fits_nonlinear_function_and_random_part_carries_signal():
@@ -66,7 +67,35 @@ def test_fits_nonlinear_function_and_random_part_carries_signal():
     P = model.model_.projected(model.model_.X_train)
     assert float((P @ fit.beta).var()) > 0.8  # standardised units: beta carries the signal
     _, std = model.predict(X[150:], return_std=True)
-    assert np.all(std >= np.sqrt(model.noise_) * (1 - 1e-12))  # var(y_t) = noise + |P_t S^1/2|^2
+    # var(y_t) = (noise + |P_t S^1/2|^2) * variance_scale_
+    assert np.all(std >= np.sqrt(model.noise_ * model.variance_scale_) * (1 - 1e-12))
+
+
+def test_cross_validated_variance_scale_calibrates_the_predictive_std():
+    """The in-sample ML variance is optimistic (the subspace saw y); the CV scale corrects it.
+
+    Mean predictions do not change, the std changes by exactly sqrt(variance_scale_), and
+    on held-out data the squared standardised errors average closer to 1.
+    """
+    X, y = _regression(n=400)
+    train, test = slice(0, 200), slice(200, None)
+    plain = SIGPRegressor(y_bandwidth=0.5, calibrate_variance=False, **FIXED).fit(X[train], y[train])
+    calibrated = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X[train], y[train])
+    assert plain.variance_scale_ == 1.0 and calibrated.variance_scale_ > 1.0
+    mean0, std0 = plain.predict(X[test], return_std=True)
+    mean1, std1 = calibrated.predict(X[test], return_std=True)
+    np.testing.assert_array_equal(mean0, mean1)
+    np.testing.assert_allclose(std1, std0 * np.sqrt(calibrated.variance_scale_), rtol=1e-12)
+    z2 = {name: np.mean(((y[test] - mean) / std) ** 2) for name, mean, std in (("plain", mean0, std0),
+                                                                               ("calibrated", mean1, std1))}
+    assert abs(np.log(z2["calibrated"])) < abs(np.log(z2["plain"]))
+
+
+def test_rank_too_large_for_the_folds_warns_and_stays_uncalibrated():
+    X, y = _regression(n=12)
+    with pytest.warns(NumericalWarning, match="not calibrated"):
+        model = SIGPRegressor(**{**FIXED, "rank": 10}).fit(X, y)
+    assert model.variance_scale_ == 1.0 and model.best_params_["rank"] == 10
 
 
 def test_linear_mean_starves_the_random_part_on_a_nearly_linear_kernel():

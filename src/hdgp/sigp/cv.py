@@ -55,6 +55,10 @@ def cross_validate(
         evaluated on every fold (the first such in grid order on ties).
     scores : dict
         Mean validation score of every candidate, keyed by its sorted items.
+    variance_ratio : float
+        Mean squared standardised validation residual :math:`(y - \mu)^2 / v` of
+        ``best`` over every held-out value (1 when its predictive variances
+        :math:`v` are calibrated).
 
     Raises
     ------
@@ -62,6 +66,7 @@ def cross_validate(
         If no candidate could be fitted on every fold.
     """
     per_fold: dict[tuple, list[float]] = defaultdict(list)
+    sq_residuals: dict[tuple, float] = defaultdict(float)
     order: list[tuple] = []
     for train, val in folds:
         Xtr, Xva, Ytr, Yva = X[train], X[val], Y[train], Y[val]
@@ -70,11 +75,12 @@ def cross_validate(
             if model.factor is not factor:  # one phi(X_val) per length-scale
                 factor = model.factor
                 features = model.features(Xva)
-            mean, _ = model.predict_from(features, Xva)
+            mean, var = model.predict_from(features, Xva)
             key = _key(params)
             if key not in per_fold:
                 order.append(key)
             per_fold[key].append(float(score(Yva, mean)))
+            sq_residuals[key] += float(((Yva - mean) ** 2 / var).sum())
     complete = {k: float(np.mean(v)) for k, v in per_fold.items() if len(v) == len(folds)}
     if not complete:
         raise ValueError(
@@ -83,4 +89,5 @@ def cross_validate(
             "smaller `rank` or fewer `cv` folds."
         )
     best_key = max((k for k in order if k in complete), key=lambda k: complete[k])
-    return dict(best_key), complete
+    n_held_out = sum(len(val) for _, val in folds) * Y.shape[1]
+    return dict(best_key), complete, sq_residuals[best_key] / n_held_out
