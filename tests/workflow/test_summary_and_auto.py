@@ -45,6 +45,8 @@ def test_sigp_summary_uses_its_noise_and_parameters():
     q = learned_quantities(est)
     assert q["noise_variance"] == est.noise_ and q["best_params"]["rank"] == 2
     assert "hyper-parameters: lengthscale=2.0" in hdgp.summary(est)
+    assert q["variance_scale"] == est.variance_scale_
+    assert f"predictive variance × {est.variance_scale_:.3g}" in hdgp.summary(est)
 
 
 def test_tabular_model_pandas_in_pandas_out():

@@ -62,7 +62,7 @@ def learned_quantities(est) -> dict:
         ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
         ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
         inverse temperature), ``class_weights`` (class → weight, when ``class_weight``
-        was set), plus ``n_train`` and ``n_features``. A binary GP /
+        was set), ``variance_scale`` (SIGP's cross-validated variance factor), plus ``n_train`` and ``n_features``. A binary GP /
         OAK classifier reports the length-scales and Sobol terms of its latent function.
     """
     names = feature_names(est)
@@ -96,6 +96,8 @@ def learned_quantities(est) -> dict:
     if isinstance(getattr(est, "sobol_indices_", None), dict):  # one latent function (a list: one per class)
         out["sobol_top"] = {" × ".join(k): float(v) for k, v in list(est.sobol_indices_.items())[:_TOP]}
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
+    if getattr(est, "variance_scale_", 1.0) != 1.0:
+        out["variance_scale"] = float(est.variance_scale_)
     if hasattr(est, "log_marginal_likelihood_value_"):
         out["log_marginal_likelihood"] = float(est.log_marginal_likelihood_value_)
     if hasattr(est, "best_params_"):
@@ -138,6 +140,8 @@ def summarize(est, *, header: bool = True) -> str:
     if "class_weights" in q:
         lines.append("  class weights on the probabilities: "
                      + ", ".join(f"{c} {w:.3g}" for c, w in q["class_weights"].items()))
+    if "variance_scale" in q:
+        lines.append(f"  predictive variance × {q['variance_scale']:.3g} (cross-validated calibration)")
     if "best_params" in q:
         lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
     if "log_marginal_likelihood" in q:
