@@ -185,7 +185,8 @@ class _SIGPBase(BaseEstimator):
                     stacklevel=3,
                 )
             else:
-                self.best_params_ = best
+                if not fixed:  # (fixed: the one candidate, already in best_params_ in parameter order)
+                    self.best_params_ = best
                 if calibrate:
                     self.variance_scale_ = variance_ratio
         best = self.best_params_
