@@ -65,3 +65,12 @@ def test_default_max_order_is_the_papers_classification_choice(n_features, expec
     assert clf.models_[0].kernel.order_variances.numel() == expected + 1
     assert clf.get_params()["max_order"] is None
     assert clf.sobol_order_.shape == (expected,)
+
+
+def test_clip_inputs_reaches_the_encoder():
+    X, y = _data()
+    clf = OAKClassifier(max_order=1, clip_inputs=True, n_inducing=10, max_iter=30, random_state=0).fit(X, y)
+    assert clf.encoder_.clip_inputs
+    far = np.array([[X[:, 0].max() + 5.0, 0.0, 1.0]])
+    edge = np.array([[X[:, 0].max(), 0.0, 1.0]])
+    np.testing.assert_array_equal(clf.predict_proba(far), clf.predict_proba(edge))
