@@ -219,3 +219,15 @@ def test_multiclass_probabilities_calibrated_link_and_pickle():
 def test_presets_registered():
     assert isinstance(hdgp.preset("SIGP", rank=2), SIGPRegressor)
     assert isinstance(hdgp.preset("SIGP-classifier"), SIGPClassifier)
+
+
+def test_non_finite_variance_ratio_warns_and_stays_uncalibrated(monkeypatch):
+    import hdgp.estimators.sigp as sigp_estimators
+
+    real = sigp_estimators.cross_validate
+    monkeypatch.setattr(sigp_estimators, "cross_validate", lambda *a, **k: (*real(*a, **k)[:2], float("nan")))
+    X, y = _regression()
+    with pytest.warns(NumericalWarning, match="not calibrated"):
+        model = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X, y)
+    assert model.variance_scale_ == 1.0
+    assert np.isfinite(model.predict(X, return_std=True)[1]).all()
