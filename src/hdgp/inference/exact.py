@@ -39,8 +39,6 @@ class ExactGPModel(GaussianNoiseModel):
                  noise_prior: Prior | None = None):
         super().__init__(kernel, log_greater_than(noise_lower_bound), noise_prior)
 
-
-
     def neg_log_marginal_likelihood(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         r"""Exact :math:`-\log p(y \mid X, \theta)` with a cheap analytic gradient.
 
@@ -61,7 +59,6 @@ class ExactGPModel(GaussianNoiseModel):
         """
         K = self.kernel(X).to_dense()
         return _NegLogMarginalLikelihood.apply(K, self.noise, y - self.constant)
-
 
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor) -> "ExactPosterior":
