@@ -1,7 +1,8 @@
 """hdgp: structured Gaussian processes for high-dimensional tabular data."""
 
 from . import data, exceptions, kernels, metrics
-from .estimators import BaseGPRegressor, GPRegressor
+from .estimators import (AdditiveGPRegressor, BaseGPRegressor, GPClassifier, GPRegressor, OAKClassifier,
+                         OAKRegressor, ProjectedAdditiveGPRegressor, SIGPClassifier, SIGPRegressor)
 from .presets import preset, presets, register_preset
 from . import io, workflow
 from .io import load, save
@@ -10,8 +11,15 @@ from .workflow import summarize as summary
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdditiveGPRegressor",
     "BaseGPRegressor",
+    "GPClassifier",
     "GPRegressor",
+    "OAKClassifier",
+    "OAKRegressor",
+    "ProjectedAdditiveGPRegressor",
+    "SIGPClassifier",
+    "SIGPRegressor",
     "data",
     "exceptions",
     "io",

@@ -30,3 +30,11 @@ def test_gp_regressors_accept_every_common_parameter_with_shared_defaults(cls):
     for name, default in COMMON_PARAMS.items():
         assert name in params, f"{cls.__name__} lacks the common parameter {name!r}"
         assert params[name].default == default, f"{cls.__name__}.{name} default differs from COMMON_PARAMS"
+
+
+@pytest.mark.parametrize("name", sorted(hdgp.presets()))
+def test_every_preset_class_is_importable_from_the_top_level(name):
+    """``hdgp.<Estimator>`` works for the class behind every preset (scikit-learn's convention)."""
+    cls = type(hdgp.preset(name))
+    assert getattr(hdgp, cls.__name__, None) is cls
+    assert cls.__name__ in hdgp.__all__
