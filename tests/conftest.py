@@ -39,3 +39,17 @@ def float64_default():
     torch.set_default_dtype(torch.float64)
     yield
     torch.set_default_dtype(previous)
+
+
+@pytest.fixture(autouse=True)
+def _seed_global_generators():
+    """Seed torch's and NumPy's global generators before every test.
+
+    Tests that draw from them without their own generator (``torch.randn(...)``) then see
+    the same numbers whatever ran before them, so no result depends on test order.
+    """
+    import numpy as np
+    import torch
+
+    torch.manual_seed(0)
+    np.random.seed(0)

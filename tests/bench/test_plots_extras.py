@@ -1,5 +1,8 @@
 """Family-specific report figures (convergence in J, Sobol curves, scaling) and per-task extra measurements."""
 
+from pathlib import Path
+
+import matplotlib.figure
 import numpy as np
 import pytest
 
@@ -24,6 +27,25 @@ def curve_preset(monkeypatch):
     presets()  # load every family first
     entry = registry._Preset("test-curve", lambda **kw: _CurveRegressor(kernel="linear", **kw), "test only")
     monkeypatch.setitem(registry._REGISTRY, "test-curve", entry)
+
+
+@pytest.fixture
+def saved_figures(monkeypatch):
+    """File name -> the matplotlib Figure saved under it, so tests can read what was drawn."""
+    figures = {}
+    real = matplotlib.figure.Figure.savefig
+
+    def spy(fig, path, *args, **kwargs):
+        figures[Path(path).name] = fig
+        return real(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    return figures
+
+
+def _line(ax, label):
+    [line] = [ln for ln in ax.lines if ln.get_label() == label]
+    return np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
 
 
 def test_extras_are_measured_stored_and_plotted(curve_preset, tiny_protocol, protocol_file, tmp_path):
@@ -67,7 +89,7 @@ def _write(store, protocol, dataset, model, split, rmse, n_train=100, fit=1.0, h
                  "hyperparameters": hp or {}, "versions": {}, "machine": {"platform": "t", "cores": 2}})
 
 
-def test_convergence_in_j_and_scaling_figures(tmp_path):
+def test_convergence_in_j_and_scaling_figures(tmp_path, saved_figures):
     fig3, fig5 = get_protocol("rpa-gp-fig3"), get_protocol("rpa-gp-fig5")
     db = tmp_path / "r.sqlite"
     with ResultStore(db, writer=True) as store:
@@ -84,9 +106,19 @@ def test_convergence_in_j_and_scaling_figures(tmp_path):
     assert "convergence_in_J.png" in {p.name for p in p3["plots"]}
     assert "scaling.png" in {p.name for p in p5["plots"]}
     assert all(p.stat().st_size > 1000 for p in p3["plots"] + p5["plots"])
+    [ax] = saved_figures["convergence_in_J.png"].axes
+    x, m = _line(ax, "DPA-GP-ARD")  # one curve per preset: split means against J
+    np.testing.assert_allclose(x, [1, 5, 20])
+    np.testing.assert_allclose(m, [1.01, 0.21, 0.06])
+    assert _line(ax, "RBF-ARD")[1] == pytest.approx([0.1, 0.1])  # a baseline without J: a horizontal line
+    [ax] = saved_figures["scaling.png"].axes
+    n_train = [450, 900, 1800]
+    assert _line(ax, "RPA-GP-SKI")[0].tolist() == n_train
+    np.testing.assert_allclose(_line(ax, "RPA-GP-SKI")[1], [0.5, 1.0, 2.0])
+    np.testing.assert_allclose(_line(ax, "RBF (Cholesky)")[1], [0.125, 1.0, 8.0])
 
 
-def test_convergence_in_inducing_points_figure(tmp_path):
+def test_convergence_in_inducing_points_figure(tmp_path, saved_figures):
     fig3 = get_protocol("oak-fig3")
     db = tmp_path / "r.sqlite"
     with ResultStore(db, writer=True) as store:
@@ -96,31 +128,46 @@ def test_convergence_in_inducing_points_figure(tmp_path):
     paths = make_report(fig3, db=db, out_dir=tmp_path / "out", reference_dir=tmp_path)
     [png] = [p for p in paths["plots"] if p.name == "convergence_in_M.png"]
     assert png.stat().st_size > 1000
+    [ax] = saved_figures["convergence_in_M.png"].axes
+    for preset in ("OAK", "Additive", "RBF-ARD"):  # one curve per preset, split means against M
+        x, m = _line(ax, preset)
+        np.testing.assert_allclose(x, [25, 50, 100, 200, 400])
+        np.testing.assert_allclose(m, 1.0 / x + 0.005)
 
 
-def test_metric_vs_n_figure_has_one_panel_per_generating_function(tmp_path):
+def test_metric_vs_n_figure_has_one_panel_per_generating_function(tmp_path, saved_figures):
     fig6 = get_protocol("rpa-gp-fig6")
     assert {d.loader_name for d in fig6.datasets} == {"additive", "smooth-xor", "rotation-invariant",
                                                       "half-irrelevant"}
     db = tmp_path / "r.sqlite"
+    chosen = fig6.datasets[:3] + fig6.datasets[5:7]  # two functions, several n
     with ResultStore(db, writer=True) as store:
-        for d in fig6.datasets[:3] + fig6.datasets[5:7]:  # two functions, several n
+        for d in chosen:
             for split in range(2):
                 _write(store, fig6.name, d.name, "GAM", split, 0.5 + 0.1 * split, n_train=int(0.9 * d.kwargs["n"]))
                 _write(store, fig6.name, d.name, "DPA-GP-ARD", split, 0.3, n_train=int(0.9 * d.kwargs["n"]))
     paths = make_report(fig6, db=db, out_dir=tmp_path / "fig6", reference_dir=tmp_path)
     [png] = [p for p in paths["plots"] if p.name == "rmse_vs_n.png"]
     assert png.stat().st_size > 1000
+    axes = saved_figures["rmse_vs_n.png"].axes
+    assert [ax.get_title() for ax in axes] == ["additive", "smooth-xor"]
+    for ax, n_sets in zip(axes, (3, 2)):
+        x, gam = _line(ax, "GAM")
+        assert len(x) == n_sets and np.all(np.diff(x) > 0)
+        np.testing.assert_allclose(gam, 0.55)
+        np.testing.assert_allclose(_line(ax, "DPA-GP-ARD")[1], 0.3)
 
 
-def test_sobol_by_order_reads_the_stored_vector(tmp_path):
+def test_sobol_by_order_reads_the_stored_vector(tmp_path, saved_figures):
     oak = get_protocol("oak-table5")
     db = tmp_path / "r.sqlite"
     with ResultStore(db, writer=True) as store:
-        for split in range(2):
-            _write(store, oak.name, "housing", "OAK", split, 0.3, hp={"sobol_order_": [0.8, 0.15, 0.05]})
+        for split, shares in enumerate(([0.8, 0.15, 0.05], [1.6, 0.3, 0.1])):  # the second is not normalised
+            _write(store, oak.name, "housing", "OAK", split, 0.3, hp={"sobol_order_": shares})
     paths = make_report(oak, db=db, out_dir=tmp_path / "out")
     assert "sobol_by_order.png" in {p.name for p in paths["plots"]}
+    [ax] = saved_figures["sobol_by_order.png"].axes
+    np.testing.assert_allclose([bar.get_height() for bar in ax.patches], [0.8, 0.15, 0.05])
 
 
 def test_hyperparameter_summary_keeps_short_fitted_vectors_whole():

@@ -54,6 +54,12 @@ def cheap_preset(name: str, *, random_state=0, **extra):
     return est.set_params(**kw)
 
 
+def min_features(name: str) -> int:
+    """Fewest features the preset accepts: its largest projection degree (RPA-GP-3 projects to 6-D)."""
+    degree = hdgp.preset(name).get_params().get("degree") or 1
+    return max(D for _, D in degree) if isinstance(degree, (list, tuple)) else int(degree)
+
+
 def is_classifier_preset(name: str) -> bool:
     return is_classifier(hdgp.preset(name))
 

@@ -20,6 +20,7 @@ from _reliability_helpers import (
     RELIABILITY,
     cheap_preset,
     foreign_warnings,
+    min_features,
     predictions_are_finite,
     target_for,
 )
@@ -30,10 +31,12 @@ ODD_NAMES = ["a b", "ü/€", "1", "", " ", "\n", "x.y", "[0]", "None", "名前"
 
 
 @st.composite
-def hostile_data(draw):
-    """(X, scale, kind): a small design matrix with one of the pathologies of issue 9."""
+def hostile_data(draw, min_d=1):
+    """(X, scale, kind): a small design matrix with one of the pathologies of issue 9.
+
+    ``min_d`` features at least, so presets that need several (RPA-GP-3) are fitted too."""
     n = draw(st.integers(2, 9))
-    d = draw(st.integers(1, 4))
+    d = draw(st.integers(min_d, min_d + 3))
     scale = 10.0 ** draw(st.sampled_from([-8, -3, 0, 3, 8]))
     seed = draw(st.integers(0, 2**16))
     rng = np.random.default_rng(seed)
@@ -83,21 +86,19 @@ def _fit_predict_or_documented_error(name, X, y):
 
 @pytest.mark.parametrize("name", PRESETS)
 @RELIABILITY
-@given(data=hostile_data())
+@given(data=st.data())
 def test_hostile_arrays_fit_and_predict_finite_or_raise_value_error(name, data):
-    X, scale, kind = data
+    X, scale, kind = data.draw(hostile_data(min_features(name)))
     y = target_for(name, X, scale=scale)
     _fit_predict_or_documented_error(name, X, y)
 
 
 @pytest.mark.parametrize("name", PRESETS)
 @RELIABILITY
-@given(
-    n=st.integers(3, 7),
-    names=st.lists(st.sampled_from(ODD_NAMES), min_size=1, max_size=3, unique=True),
-    seed=st.integers(0, 1000),
-)
-def test_dataframes_with_odd_column_names(name, n, names, seed):
+@given(n=st.integers(3, 7), data=st.data(), seed=st.integers(0, 1000))
+def test_dataframes_with_odd_column_names(name, n, data, seed):
+    d = min_features(name)
+    names = data.draw(st.lists(st.sampled_from(ODD_NAMES), min_size=d, max_size=d + 2, unique=True))
     rng = np.random.default_rng(seed)
     frame = pd.DataFrame(rng.normal(size=(n, len(names))), columns=names)
     y = target_for(name, frame.to_numpy())
@@ -114,11 +115,12 @@ def test_dataframes_with_odd_column_names(name, n, names, seed):
 def test_tiny_n_and_extreme_target_scales(name):
     """n = 2..5 rows and targets of size 1e-8 / 1e8 / offset 1e6: finite predictions or a ValueError."""
     rng = np.random.default_rng(3)
+    d = max(2, min_features(name))
     for n in (2, 3, 5):
-        X = rng.normal(size=(n, 2))
+        X = rng.normal(size=(n, d))
         for scale in (1e-8, 1e8):
             _fit_predict_or_documented_error(name, X, target_for(name, X, scale=scale))
-    X = rng.normal(size=(8, 2))
+    X = rng.normal(size=(8, d))
     y = target_for(name, X)
     if not np.issubdtype(np.asarray(y).dtype, np.integer):
         _fit_predict_or_documented_error(name, X, y + 1e6)

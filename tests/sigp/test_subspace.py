@@ -196,14 +196,26 @@ def test_pencil_solver_shares_work_between_etas_and_ranks_are_nested():
         assert _span_cosines(five.coef[:, :2], two.coef).min() > 1 - 1e-8
 
 
-@pytest.mark.parametrize("n_slices", [3, 7])
-def test_slices_are_balanced_and_keep_ties(n_slices):
+@pytest.mark.parametrize("n_slices, counts", [(3, [4, 4, 4]), (7, [3, 1, 3, 1, 2, 1, 1])])
+def test_slices_are_balanced_and_keep_ties(n_slices, counts):
+    """Equal-count slices of the sorted y (sizes 2,2,2,2,2,1,1 for 12 points in 7), then ties
+    move to the lowest slice any of them fell in: {0,0 | 0,1} -> {0,0,0 | 1}, {2,3 | 3,4} -> {2,3,3 | 4}."""
     y = torch.tensor([0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], dtype=torch.float64)
     Psi = slice_features(y, n_slices)
+    assert torch.equal(Psi.sum(1), torch.ones(len(y), dtype=Psi.dtype))
     labels = Psi.argmax(1)
     for v in y.unique():
         assert labels[y == v].unique().numel() == 1
     assert torch.all(labels[1:] >= labels[:-1])  # y is sorted, slices follow its order
+    assert torch.bincount(labels).tolist() == counts
+
+
+def test_slices_without_ties_have_equal_counts_in_any_row_order():
+    y = torch.randperm(23, generator=torch.Generator().manual_seed(0)).to(torch.float64)
+    labels = slice_features(y, 5).argmax(1)
+    assert torch.bincount(labels).tolist() == [5, 5, 5, 4, 4]
+    order = torch.argsort(y)
+    assert torch.all(labels[order][1:] >= labels[order][:-1])
 
 
 def test_bad_inputs():
@@ -222,5 +234,7 @@ def test_bad_inputs():
 
 
 def test_class_features_one_hot():
-    Psi = class_features(torch.tensor([0, 2, 1, 2]))
-    assert Psi.shape == (4, 3) and torch.equal(Psi.sum(1), torch.ones(4, dtype=Psi.dtype))
+    codes = torch.tensor([0, 2, 1, 2])
+    Psi = class_features(codes)
+    assert Psi.dtype == torch.float64
+    assert torch.equal(Psi, torch.eye(3, dtype=Psi.dtype)[codes])

@@ -64,7 +64,8 @@ def test_diabetes_fit_predict_explain_json(files, diabetes_fit):
     assert out["model"] == "RBF-ARD" and out["n_test"] == 30 and out["n_train"] == 120
     for key in ("rmse", "nlpd", "r2", "coverage_50", "coverage_90", "coverage_95"):
         assert np.isfinite(out["metrics"][key])
-    assert out["metrics"]["rmse"] < 80  # the target's std is ~ 77: the model must beat the mean, roughly
+    # the held-out mean predictor gets R² ≤ 0 (RMSE ~ 71.5 here); the GP explains about half the variance
+    assert out["metrics"]["r2"] > 0.3
     assert "noise_variance" in out["learned"] and "lengthscales" in out["learned"]
 
     result = _run("predict", model, files / "diabetes.csv", "-o", files / "p.csv", "--json")
