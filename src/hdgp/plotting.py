@@ -23,19 +23,30 @@ def _pyplot():
     return plt
 
 
+def _discrete_values(est, j):
+    """Values of a discrete column in the user's units, else None.
+
+    Categorical and binary columns take their levels (coded 0..M-1 inside); an
+    auto-detected two-point column its two training values (scaled to 0 and 1 inside).
+    """
+    if j in est.levels_:
+        return est.levels_[j]
+    two_point = est._two_point()
+    return np.array(two_point[j][:2]) if j in two_point else None
+
+
 def _grid_inputs(est, cols, n_grid):
-    """Grid over the training range of ``cols`` (transformed space).
+    """Grid over the training range of ``cols`` (transformed space); discrete columns take every level.
 
     Other columns sit at their training mean, or their most frequent level code if
-    discrete (level codes must stay integers; the component ignores them anyway).
+    categorical (level codes must stay integers; the component ignores them anyway).
     """
     Xt = est.X_train_.detach().cpu().numpy()
     axes = []
     for j in cols:
-        if j in est.levels_:
-            axes.append(np.arange(len(est.levels_[j]), dtype=float))
-        else:
-            axes.append(np.linspace(Xt[:, j].min(), Xt[:, j].max(), n_grid))
+        values = _discrete_values(est, j)
+        axes.append(np.arange(len(values), dtype=float) if values is not None
+                    else np.linspace(Xt[:, j].min(), Xt[:, j].max(), n_grid))
     mesh = np.meshgrid(*axes, indexing="ij")
     rest = Xt.mean(0)
     for j in est.levels_:
@@ -48,11 +59,11 @@ def _grid_inputs(est, cols, n_grid):
 
 def _level_labels(est, j):
     """The levels of discrete column ``j`` as the user gave them (DataFrame categories or numbers)."""
-    levels = est.levels_[j]
+    values = _discrete_values(est, j)
     frame_levels = getattr(est, "frame_levels_", {})
-    if hasattr(est, "feature_names_in_") and est.feature_names_in_[j] in frame_levels:
-        return [frame_levels[est.feature_names_in_[j]][int(code)] for code in levels]
-    return list(levels)
+    if j in est.levels_ and hasattr(est, "feature_names_in_") and est.feature_names_in_[j] in frame_levels:
+        return [frame_levels[est.feature_names_in_[j]][int(code)] for code in values]
+    return list(values)
 
 
 def _original_units(est, j, values):
@@ -72,14 +83,16 @@ def _original_units(est, j, values):
     return values * est.x_scale_[k] + est.x_mean_[k]
 
 
-def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsize_per=(4.0, 3.2)):
+def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsize_per=(4.0, 3.2),
+                    level_labels=None, target_name: str | None = None):
     """Plot fitted components of an :class:`~hdgp.estimators.oak.OAKRegressor`.
 
     One-dimensional continuous components: posterior mean with a ±2σ band and the
     feature's histogram (OAK Fig. 1); categorical/binary: bars with ±2σ error bars;
-    two-dimensional: contours of the posterior mean. Axes are in the original
-    units of the features (the flow is inverted); titles carry the normalised
-    Sobol index :math:`\\tilde R`.
+    two continuous features: contours of the posterior mean; a continuous (or
+    discrete) feature by a discrete one: one curve per level. Axes are in the
+    original units of the features (the flow is inverted); titles carry the
+    normalised Sobol index :math:`\\tilde R_u` (Lu et al. 2022, Fig. 1).
 
     Parameters
     ----------
@@ -87,9 +100,18 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         A fitted estimator.
     terms : list of tuples of int or str, optional
         Components to draw (default: ``est.components_``, at most 12).
+    n_grid : int, default=60
+        Grid points per continuous axis (half as many, at least 20, for 2-D terms).
+    ncols : int, default=3
+        Panels per row.
+    figsize_per : (float, float), default=(4.0, 3.2)
+        Size of one panel in inches.
+    level_labels : callable, optional
+        ``level_labels(feature_name, levels) -> list of str`` names the levels of a
+        discrete feature; default: the DataFrame categories, else the numbers.
+    target_name : str, optional
+        Names the target on the y axis ("effect on <target_name>").
     """
-    from .explain import component_posterior
-
     plt = _pyplot()
     terms = list(est.components_[:12]) if terms is None else [est._term(t) for t in terms]
     if any(len(u) > 2 for u in terms):
@@ -98,37 +120,69 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     shares = {tuple(sorted(names.index(n) for n in k)): v for k, v in est.sobol_indices_.items()}
     nrows = max(1, math.ceil(len(terms) / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(figsize_per[0] * ncols, figsize_per[1] * nrows), squeeze=False)
-    Xtrain = est.X_train_.detach().cpu().numpy()
     for ax, u in zip(axes.ravel(), terms):
-        grid, mesh = _grid_inputs(est, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
-        Xs = est.X_train_.new_tensor(grid)
-        mean, var = component_posterior(est.posterior_, u, Xs)
-        mean = mean.cpu().numpy() * est.y_scale_
-        sd = np.sqrt(var.cpu().numpy()) * est.y_scale_
         label = " × ".join(names[j] for j in u)
-        ax.set_title(f"{label} (R̃={shares.get(tuple(u), float('nan')):.3f})", fontsize=9)
-        if len(u) == 1 and u[0] in est.levels_:
-            levels = _level_labels(est, u[0])
-            ax.bar(np.arange(len(levels)), mean, yerr=2 * sd, color="tab:blue", alpha=0.7, capsize=3)
-            ax.set_xticks(np.arange(len(levels)), [str(v) for v in levels])
-        elif len(u) == 1:
-            x = _original_units(est, u[0], mesh[0].ravel())
-            ax.plot(x, mean, color="k")
-            ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
-            hist = ax.twinx()
-            hist.hist(_original_units(est, u[0], Xtrain[:, u[0]]), bins=30, color="grey", alpha=0.3)
-            hist.set_yticks([])
-        else:
-            x = _original_units(est, u[0], mesh[0].ravel()).reshape(mesh[0].shape)
-            y = _original_units(est, u[1], mesh[1].ravel()).reshape(mesh[1].shape)
-            cs = ax.contourf(x, y, mean.reshape(mesh[0].shape), levels=15, cmap="RdBu_r")
-            fig.colorbar(cs, ax=ax)
-            ax.set_ylabel(names[u[1]])
-        ax.set_xlabel(names[u[0]])
+        ax.set_title(f"{label}  (Sobol {shares.get(tuple(u), float('nan')):.3f})", fontsize=9)
+        _draw_component(fig, ax, est, u, names, n_grid, level_labels)
+        if len(u) == 1 or any(_discrete_values(est, j) is not None for j in u):
+            ax.set_ylabel(f"effect on {target_name}" if target_name else "effect")
     for ax in axes.ravel()[len(terms):]:
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def _draw_component(fig, ax, est, u, names, n_grid, level_labels):
+    """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
+    from .explain import component_posterior
+
+    grid, mesh = _grid_inputs(est, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
+    mean, var = component_posterior(est.posterior_, u, est.X_train_.new_tensor(grid))
+    mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_
+    sd = np.sqrt(var.cpu().numpy()).reshape(mesh[0].shape) * est.y_scale_
+
+    def labels(j):
+        levels = _level_labels(est, j) if level_labels is None else level_labels(names[j], _discrete_values(est, j))
+        return [f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v) for v in levels]
+
+    discrete = [_discrete_values(est, j) is not None for j in u]
+    xlabel = names[u[0]]
+    if len(u) == 1 and discrete[0]:
+        position = np.arange(len(mean))
+        ax.bar(position, mean, yerr=2 * sd, color="tab:blue", alpha=0.7, capsize=3)
+        ax.set_xticks(position, labels(u[0]), rotation=30 if len(position) > 4 else 0)
+    elif len(u) == 1:
+        x = _original_units(est, u[0], mesh[0].ravel())
+        ax.plot(x, mean, color="k")
+        ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
+        hist = ax.twinx()  # the training inputs' histogram, in the bottom third, behind the curve
+        counts, _, _ = hist.hist(_original_units(est, u[0], est.X_train_[:, u[0]].detach().cpu().numpy()),
+                                 bins=30, color="grey", alpha=0.3)
+        hist.set_ylim(0, 3 * counts.max())
+        hist.set_yticks([])
+        hist.set_zorder(ax.get_zorder() - 1)
+        ax.patch.set_visible(False)
+    elif any(discrete):  # one curve per level of the (first) discrete feature
+        k = discrete.index(True)
+        by_level = mean if k == 0 else mean.T
+        other = u[1 - k]
+        if discrete[1 - k]:
+            x = np.arange(by_level.shape[1])
+            ax.set_xticks(x, labels(other))
+        else:
+            x = _original_units(est, other, mesh[1 - k].ravel()).reshape(mesh[0].shape)
+            x = x[0] if k == 0 else x[:, 0]
+        for row, level in zip(by_level, labels(u[k])):
+            ax.plot(x, row, "o-" if discrete[1 - k] else "-", ms=3, label=f"{names[u[k]]}={level}")
+        ax.legend(fontsize=7)
+        xlabel = names[other]
+    else:
+        x = _original_units(est, u[0], mesh[0].ravel()).reshape(mesh[0].shape)
+        y = _original_units(est, u[1], mesh[1].ravel()).reshape(mesh[1].shape)
+        cs = ax.contourf(x, y, mean, levels=15, cmap="RdBu_r")
+        fig.colorbar(cs, ax=ax)
+        ax.set_ylabel(names[u[1]])
+    ax.set_xlabel(xlabel)
 
 
 def plot_truncation_curve(curve: dict, *, metric: str = "rmse", ax=None):

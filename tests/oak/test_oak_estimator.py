@@ -86,10 +86,19 @@ def test_dataframe_with_categorical_and_binary_columns():
     with pytest.raises(ValueError, match="not seen during fit"):
         est.predict(bad)
     # plots of every kind of term with discrete columns present (other columns held at valid codes)
-    fig = est.plot_components([("age",), ("city",), ("member",), ("age", "member")])
-    city_bars = fig.axes[1].patches
-    assert [t.get_text() for t in fig.axes[1].get_xticklabels()] == ["oslo", "paris", "rome"]
-    assert len(city_bars) == 3
+    fig = est.plot_components([("age",), ("city",), ("member",), ("age", "member")], target_name="y")
+    age, city, member, age_member = fig.axes[:4]
+    assert [t.get_text() for t in city.get_xticklabels()] == ["oslo", "paris", "rome"]
+    assert len(city.patches) == 3
+    # the two-valued column is drawn at its two values, not as a curve between them
+    assert [t.get_text() for t in member.get_xticklabels()] == ["0", "1"] and len(member.patches) == 2
+    two_rows = df.iloc[:2].assign(member=[0, 1])
+    np.testing.assert_allclose([b.get_height() for b in member.patches], est.predict_component(two_rows, "member"))
+    # a continuous × discrete interaction: one curve per level
+    assert sorted(line.get_label() for line in age_member.lines) == ["member=0", "member=1"]
+    assert age.get_ylabel() == "effect on y"
+    [age_hist] = [ax for ax in fig.axes[4:] if ax.patches and ax.bbox.bounds == age.bbox.bounds]
+    assert sum(p.get_height() for p in age_hist.patches) == n  # training histogram behind the curve
 
 
 def test_clip_inputs_holds_predictions_at_the_training_boundary(fitted):

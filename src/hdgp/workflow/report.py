@@ -21,6 +21,7 @@ from scipy.stats import norm
 
 from .. import __version__
 from ..io.atomic import write_bytes_atomic
+from ..plotting import _pyplot, plot_components
 from .report_classification import accuracy_section, reliability_figure
 from .summary import learned_quantities
 
@@ -34,16 +35,6 @@ table{border-collapse:collapse;margin:.6em 0}th,td{border:1px solid #ccc;padding
 th{background:#f3f3f3}td.l,th.l{text-align:left}figure{display:inline-block;margin:.5em}
 figure img{max-width:100%;border:1px solid #eee}.note{color:#555;font-size:.92em}.bad{color:#a00}
 """
-
-
-def _pyplot():
-    import matplotlib
-
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def _png(fig) -> bytes:
@@ -92,75 +83,16 @@ def _calibration_figure(y, mean, std):
     return fig
 
 
-def _discrete_levels(est, names: list, name: str):
-    """Values the model accepts for a discrete (binary/categorical) column, else None."""
-    levels = getattr(est, "levels_", {})
-    j = names.index(name)
-    return np.asarray(levels[j], float) if j in levels else None
-
-
-def _base_row(tm, names: list) -> dict:
-    """A valid input row in encoded units: continuous features at their mean, discrete ones at a level."""
-    row = {}
-    for f in tm.metadata["data"]["features"]:
-        levels = _discrete_levels(tm.estimator, names, f["name"])
-        row[f["name"]] = float(levels[0]) if levels is not None else f.get("mean", 0.0)
-    return row
-
-
-def _axis_values(tm, names: list, name: str, n_grid: int) -> np.ndarray:
-    levels = _discrete_levels(tm.estimator, names, name)
-    if levels is not None:
-        return levels
-    f = next(f for f in tm.metadata["data"]["features"] if f["name"] == name)
-    return np.linspace(f["min"], f["max"], n_grid)
-
-
 def _tick_labels(tm, name: str, values) -> list:
     if tm.schema.kinds[name] == "categorical":
         return tm.schema.level_labels(name, values)
     return [f"{v:.3g}" for v in values]
 
 
-def _component_figure(tm, term: tuple, sobol: float):
-    """Posterior mean (±2 std) of one first- or second-order component, axes in the table's units."""
-    plt = _pyplot()
-    est = tm.estimator
-    names = [str(c) for c in est.feature_names_in_]
-    cols = [names[j] for j in term]
-    axes = [_axis_values(tm, names, c, 80 if len(term) == 1 else 30) for c in cols]
-    mesh = np.meshgrid(*axes, indexing="ij")
-    grid = pd.DataFrame([_base_row(tm, names)] * mesh[0].size)[names]
-    for c, m in zip(cols, mesh):
-        grid[c] = m.ravel()
-    mean, std = est.predict_component(grid, tuple(cols), return_std=True)
-    fig, ax = plt.subplots(figsize=(4.8, 3.5))
-    ax.set_title(f"{' × '.join(cols)}  (Sobol {sobol:.3f})", fontsize=10)
-    categorical = [_discrete_levels(est, names, c) is not None for c in cols]
-    if len(term) == 1 and categorical[0]:
-        position = np.arange(len(axes[0]))
-        ax.bar(position, mean, yerr=2 * std, color="tab:blue", alpha=0.7, capsize=3)
-        ax.set_xticks(position, _tick_labels(tm, cols[0], axes[0]), rotation=30 if len(position) > 4 else 0)
-    elif len(term) == 1:
-        ax.plot(axes[0], mean, "k-")
-        ax.fill_between(axes[0], mean - 2 * std, mean + 2 * std, color="tab:blue", alpha=0.3)
-    elif any(categorical):
-        k = categorical.index(True)
-        shape = mesh[0].shape
-        m2 = mean.reshape(shape) if k == 1 else mean.reshape(shape).T
-        for i, level in enumerate(_tick_labels(tm, cols[k], axes[k])):
-            ax.plot(axes[1 - k], m2[:, i], label=f"{cols[k]}={level}")
-        ax.legend(fontsize=7)
-        cols = [cols[1 - k], cols[k]]
-    else:
-        cs = ax.contourf(mesh[0], mesh[1], mean.reshape(mesh[0].shape), levels=15, cmap="RdBu_r")
-        fig.colorbar(cs, ax=ax)
-        ax.set_ylabel(cols[1])
-    ax.set_xlabel(cols[0])
-    if len(term) == 1 or any(categorical):
-        ax.set_ylabel(f"effect on {tm.target}")
-    fig.tight_layout()
-    return fig
+def _component_figure(tm, term: tuple):
+    """One first- or second-order component (:func:`hdgp.plotting.plot_components`), levels named as in the table."""
+    return plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=tm.target,
+                           level_labels=lambda name, values: _tick_labels(tm, name, values))
 
 
 def _sobol_result(est):
@@ -329,7 +261,7 @@ def _figures(tm, top: int) -> dict:
         plotted = hasattr(est, "predict_component")  # the OAK classifier has no component posteriors
         shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12] if plotted else []
         for k, (u, v) in enumerate(shown, 1):
-            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), v))
+            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u)))
         fig, _ = _cumulative_figure(tm, holdout)
         figures["cumulative_sobol.png"] = _png(fig)
     return figures
