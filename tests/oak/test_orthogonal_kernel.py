@@ -226,7 +226,7 @@ def test_feature_stack_reorders_groups():
 @pytest.mark.parametrize("batch", [(), (2,)])
 def test_fused_constrained_se_gradients_match_finite_differences(batch):
     """The hand-written backward of exp(-(a - b)²/2ℓ²) - u vᵀ (all five inputs, batched)."""
-    from hdgp.kernels.orthogonal_kernel import _se_minus_outer
+    from hdgp.kernels.se_kernel import se_minus_outer
 
     g = torch.Generator().manual_seed(1)
     D, n, m = 3, 5, 4
@@ -234,12 +234,38 @@ def test_fused_constrained_se_gradients_match_finite_differences(batch):
             torch.rand(D, 1, 1, generator=g) + 0.5, torch.randn(*batch, D, n, generator=g),
             torch.randn(*batch, D, m, generator=g))
     args = tuple(t.requires_grad_() for t in args)
-    assert torch.autograd.gradcheck(_se_minus_outer, args)
+    assert torch.autograd.gradcheck(se_minus_outer, args)
+
+
+def test_plain_se_kernel_matches_gpytorch_rbf_and_its_gradients():
+    """SEKernel (no outer term) = GPyTorch's RBFKernel(batch_shape=(D,)) in the additive layout."""
+    from gpytorch.kernels import RBFKernel
+
+    from hdgp.kernels.se_kernel import SEKernel, se_minus_outer
+
+    g = torch.Generator().manual_seed(3)
+    D, n, m = 3, 6, 4
+    a = torch.randn(D, n, 1, generator=g, dtype=torch.float64)
+    b = torch.randn(D, m, 1, generator=g, dtype=torch.float64)
+    ours, ref = SEKernel(D).double(), RBFKernel(batch_shape=torch.Size([D])).double()
+    ours.lengthscale = ref.lengthscale = torch.tensor([0.5, 1.0, 2.0], dtype=torch.float64).reshape(D, 1, 1)
+    K, K_ref = ours.forward(a, b), ref.forward(a, b)
+    torch.testing.assert_close(K, K_ref, rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(ours.forward(a, a, diag=True), ref.forward(a, a, diag=True))
+    G = torch.randn(D, n, m, generator=g, dtype=torch.float64)
+    g_ours = torch.autograd.grad((K * G).sum(), ours.raw_lengthscale)[0]
+    g_ref = torch.autograd.grad((K_ref * G).sum(), ref.raw_lengthscale)[0]
+    # same length-scales, different raw parametrisations: compare d/d(lengthscale)
+    chain_ours = torch.autograd.grad(ours.lengthscale.sum(), ours.raw_lengthscale)[0]
+    chain_ref = torch.autograd.grad(ref.lengthscale.sum(), ref.raw_lengthscale)[0]
+    torch.testing.assert_close(g_ours / chain_ours, g_ref / chain_ref, rtol=1e-9, atol=1e-12)
+    args = (a.clone().requires_grad_(), b.clone().requires_grad_(), (ours.lengthscale**2).detach().requires_grad_())
+    assert torch.autograd.gradcheck(se_minus_outer, args)
 
 
 def test_fused_constrained_se_matches_autograd_far_from_origin():
     """Inputs near 1e6: the backward's expanded sum of squares must not cancel."""
-    from hdgp.kernels.orthogonal_kernel import _se_minus_outer
+    from hdgp.kernels.se_kernel import se_minus_outer
 
     g = torch.Generator().manual_seed(2)
     a = torch.randn(2, 6, 1, generator=g) + 1e6
@@ -248,7 +274,7 @@ def test_fused_constrained_se_matches_autograd_far_from_origin():
     u, v = torch.randn(2, 6, generator=g), torch.randn(2, 4, generator=g)
     G = torch.randn(2, 6, 4, generator=g)
     inputs = [t.clone().requires_grad_() for t in (a, b, l2, u, v)]
-    fused = torch.autograd.grad((_se_minus_outer(*inputs) * G).sum(), inputs)
+    fused = torch.autograd.grad((se_minus_outer(*inputs) * G).sum(), inputs)
     a_, b_, l2_, u_, v_ = inputs
     plain = torch.exp(-((a_ - b_.transpose(-1, -2)) ** 2) / (2 * l2_)) - u_.unsqueeze(-1) * v_.unsqueeze(-2)
     for x, y in zip(fused, torch.autograd.grad((plain * G).sum(), inputs)):

@@ -20,6 +20,7 @@ from _reliability_helpers import (
     RELIABILITY,
     cheap_preset,
     foreign_warnings,
+    is_classifier_preset,
     min_features,
     predictions_are_finite,
     target_for,
@@ -184,3 +185,28 @@ def test_projected_and_sigp_distances_keep_precision_far_from_the_origin():
     # inputs at 4e8 carry ~6e-8 rounding of their own; before the fix the errors were of order 10
     torch.testing.assert_close(_sq_dist(far, far), _sq_dist(near, near), rtol=0, atol=1e-6)
     torch.testing.assert_close(rbf_kernel(far, far, 1.5), rbf_kernel(near, near, 1.5), rtol=0, atol=1e-7)
+
+
+@pytest.mark.parametrize("name", [p for p in PRESETS if not is_classifier_preset(p)])
+def test_an_extreme_row_does_not_change_the_other_rows_predictions(name):
+    """A prediction depends on its own row only: one far-out row in the batch (a data-entry error,
+    1e9 in a column) leaves the other rows' mean and std as they are without it (it used to shift
+    the distance expansion's centre, and the cancellation corrupted every other row)."""
+    rng = np.random.default_rng(5)
+    d = max(3, min_features(name))
+    X = rng.normal(size=(40, d))
+    est = cheap_preset(name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, target_for(name, X))
+    Xt = rng.normal(size=(6, d))
+    mean, std = est.predict(Xt, return_std=True)
+    for value in (1e9, -1e12):
+        bad = Xt.copy()
+        bad[2, 0] = value
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mean_b, std_b = est.predict(bad, return_std=True)
+        keep = np.arange(6) != 2
+        np.testing.assert_allclose(mean_b[keep], mean[keep], rtol=1e-7, atol=1e-9 * np.abs(mean).max())
+        np.testing.assert_allclose(std_b[keep], std[keep], rtol=1e-7)

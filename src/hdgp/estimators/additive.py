@@ -6,9 +6,9 @@ import math
 import numbers
 
 import torch
-from gpytorch.kernels import Kernel, RBFKernel
+from gpytorch.kernels import Kernel
 
-from ..kernels import log_positive
+from ..kernels import SEKernel
 from ..kernels.additive_kernel import AdditiveKernel
 from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor
@@ -87,7 +87,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         n_dims = X.shape[-1]
-        base = RBFKernel(batch_shape=torch.Size([n_dims]), lengthscale_constraint=log_positive())
+        base = SEKernel(n_dims)
         base.lengthscale = 1.0
         return AdditiveKernel(base, num_dims=n_dims, max_order=resolve_max_order(self.max_order, n_dims))
 

@@ -45,6 +45,19 @@ def _scaled_sq_dist(z1: torch.Tensor, z2: torch.Tensor, same: bool = False) -> t
     return D.clamp_min_(0.0)
 
 
+def _centred(x1: torch.Tensor, x2: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Both inputs shifted by the coordinate-wise median of ``x2`` (distances do not change).
+
+    The expansion in :func:`_scaled_sq_dist` is exact only near the centre: far-out
+    points (a new value of a column that was constant in training) need a centre near
+    them, and one extreme row in a batch must not drag the centre away from the
+    others, which a mean would (1e9 in one of six rows cost the other five their
+    digits). The median of ``x2`` (the training inputs when predicting) does both.
+    """
+    shift = x2.detach().median(-2, keepdim=True).values
+    return x1 - shift, x2 - shift
+
+
 class _FusedScaledARD(torch.autograd.Function):
     """K = σ² φ(D(x1/ℓ, x2/ℓ)) with φ given by ``profile`` (see module docstring)."""
 
@@ -132,10 +145,7 @@ class _ScaledARDKernel(Kernel):
                 torch.zeros(x1.shape[:-1], dtype=x1.dtype, device=x1.device))
         ls = self.lengthscale
         same = x1 is x2 or (x1.shape == x2.shape and torch.equal(x1, x2))
-        # distances are translation invariant: centre both inputs on x1's mean so that far-out
-        # points (a new value of a column that was constant in training) keep their precision
-        shift = x1.detach().mean(-2, keepdim=True)
-        x1, x2 = x1 - shift, x2 - shift
+        x1, x2 = _centred(x1, x2)
         if ls.dim() > 2:  # batched hyperparameters: plain autograd path
             K = self._profile.value_(_scaled_sq_dist(x1 / ls, x2 / ls, same))
             return K * scale[..., None, None]

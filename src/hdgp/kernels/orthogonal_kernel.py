@@ -23,6 +23,7 @@ from gpytorch.kernels import Kernel
 
 from ..measures import MixtureMeasure
 from . import log_positive
+from .se_kernel import se_minus_outer
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel"]
 
@@ -39,72 +40,6 @@ def _gauss_overlap(mu, var, a, p, b, q):
     r = p * q / s
     c = (a * q + b * p) / s
     return torch.exp(-((a - b) ** 2) / (2 * s) - (c - mu) ** 2 / (2 * (r + var))) * torch.sqrt(r / (r + var))
-
-
-class _SEMinusOuter(torch.autograd.Function):
-    r""":math:`K = e^{-(a_i - b_j)^2 / 2\ell^2} - u_i v_j` per feature, with a hand-written backward.
-
-    Autograd through the plain expression allocates six :math:`D \times n \times m`
-    tensors forward and keeps three for the backward pass; the constrained kernel is
-    the dominant cost of OAK fits (e.g. :math:`K_{uf}` of sparse OAK, :math:`m = 500`,
-    :math:`n = 36000`, :math:`D = 8`). Here the forward pass fills one buffer in place
-    and the backward pass rebuilds :math:`E = K + uv^\top` in one more. With
-    :math:`W = G \odot E` (:math:`G = \partial\mathcal L/\partial K`):
-
-    .. math::
-
-        \frac{\partial\mathcal L}{\partial \ell^2} = \frac{\sum_{ij} W_{ij}(a_i - b_j)^2}{2\ell^4}, \quad
-        \frac{\partial\mathcal L}{\partial a_i} = -\frac{a_i (W\mathbf 1)_i - (Wb)_i}{\ell^2}, \quad
-        \frac{\partial\mathcal L}{\partial b_j} = \frac{(W^\top a)_j - b_j (W^\top\mathbf 1)_j}{\ell^2},
-
-    .. math::
-
-        \frac{\partial\mathcal L}{\partial u} = -G v, \qquad \frac{\partial\mathcal L}{\partial v} = -G^\top u,
-
-    where :math:`\sum_{ij} W_{ij}(a_i-b_j)^2 = \sum_i a_i^2 (W\mathbf 1)_i - 2a^\top W b +
-    \sum_j b_j^2 (W^\top\mathbf 1)_j` is evaluated on inputs shifted by the mean of
-    :math:`b` (the kernel depends only on differences; the shift keeps this sum free of
-    cancellation for inputs far from the origin).
-    """
-
-    @staticmethod
-    def forward(ctx, a, b, l2, u, v):
-        # a (..., D, n, 1), b (..., D, m, 1), l2 (D, 1, 1), u (..., D, n), v (..., D, m)
-        K = a - b.transpose(-1, -2)
-        K.square_().mul_(-0.5 / l2).exp_()
-        K.addcmul_(u.unsqueeze(-1), v.unsqueeze(-2), value=-1.0)  # in place: no (D, n, m) temporary
-        ctx.save_for_backward(a, b, l2, u, v, K)
-        return K
-
-    @staticmethod
-    def backward(ctx, G):
-        a, b, l2, u, v, K = ctx.saved_tensors
-        need_a, need_b, need_l2, need_u, need_v = ctx.needs_input_grad
-        g_u = -(G @ v.unsqueeze(-1)).squeeze(-1) if need_u else None
-        g_v = -(G.transpose(-1, -2) @ u.unsqueeze(-1)).squeeze(-1) if need_v else None
-        g_a = g_b = g_l2 = None
-        if need_a or need_b or need_l2:
-            W = torch.addcmul(K, u.unsqueeze(-1), v.unsqueeze(-2)).mul_(G)  # G ⊙ E
-            shift = b.mean(-2, keepdim=True).detach()
-            a0, b0 = a - shift, b - shift  # (..., D, n, 1), (..., D, m, 1)
-            rows, cols = W.sum(-1, keepdim=True), W.sum(-2).unsqueeze(-1)
-            Wb, WTa = W @ b0, W.transpose(-1, -2) @ a0
-            if need_l2:
-                total = (a0.square() * rows).sum((-1, -2)) - 2 * (a0 * Wb).sum((-1, -2)) \
-                    + (b0.square() * cols).sum((-1, -2))
-                g_l2 = total[..., None, None].sum_to_size(l2.shape) / (2 * l2.square())
-            if need_a:
-                g_a = (Wb - a0 * rows) / l2
-            if need_b:
-                g_b = (WTa - b0 * cols) / l2
-        return g_a, g_b, g_l2, g_u, g_v
-
-
-def _se_minus_outer(a, b, l2, u, v):
-    """Constrained SE matrix ``exp(-(a - bᵀ)² / 2 l2) - u vᵀ`` (see :class:`_SEMinusOuter`)."""
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    a, b = a.expand(*batch, *a.shape[-2:]), b.expand(*batch, *b.shape[-2:])
-    return _SEMinusOuter.apply(a, b, l2, u.expand(*batch, u.shape[-1]), v.expand(*batch, v.shape[-1]))
 
 
 class ConstrainedSEKernel(Kernel):
@@ -167,7 +102,7 @@ class ConstrainedSEKernel(Kernel):
         if diag:
             return 1.0 - m1**2 / c.squeeze(-1)
         m2 = self._mean_embedding(x2, l2)
-        return _se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2)
+        return se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2)
 
     def sobol_integral(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
         r"""Matrices :math:`L_i[a, b] = \int \tilde k_i(x, a)\, \tilde k_i(x, b)\, p_i(x)\,dx`.

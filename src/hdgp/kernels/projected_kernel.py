@@ -30,6 +30,8 @@ from gpytorch.constraints import Positive
 from gpytorch.kernels import Kernel
 from torch.utils.checkpoint import checkpoint
 
+from .ard_kernel import _centred
+
 __all__ = ["ProjectedAdditiveKernel"]
 
 
@@ -37,8 +39,7 @@ def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     """Squared Euclidean distances between rows, ``(..., n1, n2)``; exact differences in 1-D."""
     if a.shape[-1] == 1:
         return (a - b.transpose(-1, -2)) ** 2
-    shift = a.detach().mean(-2, keepdim=True)  # translation invariant: centring avoids cancellation far out
-    a, b = a - shift, b - shift
+    a, b = _centred(a, b)  # translation invariant: a robust centre avoids cancellation
     a2 = (a * a).sum(-1, keepdim=True)
     b2 = (b * b).sum(-1, keepdim=True).transpose(-1, -2)
     return (a2 + b2 - 2.0 * a @ b.transpose(-1, -2)).clamp_min(0.0)
