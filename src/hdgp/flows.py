@@ -24,6 +24,8 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
+from ._scaling import column_scales, varies
+
 __all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
 
 #: Box for (a, log b, ε, log δ): keeps sinh from overflowing during the fit (|δ asinh u − ε| stays
@@ -122,14 +124,11 @@ class SinhArcsinhFlow:
             ):
                 self.use_log_[j] = True
         T = self._pre(X)
-        self.center_ = T.mean(0)
-        std = T.std(0)
-        self.scale_ = np.where(std > 1e-12 * np.maximum(1.0, np.abs(self.center_)), std, 1.0)
+        self.center_, self.scale_ = column_scales(T)
         self.params_ = np.zeros((n_feat, 4))
         U = (T - self.center_) / self.scale_
-        for j in range(n_feat):
-            if std[j] == self.scale_[j]:  # non-constant feature
-                self.params_[j] = self._fit_column(U[:, j])
+        for j in np.flatnonzero(varies(T.std(0), self.center_)):  # constant features keep the identity
+            self.params_[j] = self._fit_column(U[:, j])
         return self
 
     def _pre(self, X):

@@ -25,6 +25,7 @@ from _reliability_helpers import (
     predictions_are_finite,
     target_for,
 )
+import hdgp
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -210,3 +211,23 @@ def test_an_extreme_row_does_not_change_the_other_rows_predictions(name):
         keep = np.arange(6) != 2
         np.testing.assert_allclose(mean_b[keep], mean[keep], rtol=1e-7, atol=1e-9 * np.abs(mean).max())
         np.testing.assert_allclose(std_b[keep], std[keep], rtol=1e-7)
+
+
+@pytest.mark.parametrize("name", ["RBF-ARD", "Additive", "OAK", "DPA-GP-ARD", "SIGP"])
+@pytest.mark.parametrize("unit", [1e-13, 1e13])
+def test_inputs_and_target_in_tiny_or_huge_units_give_the_same_model(name, unit):
+    """Columns of size 1e-13 are data, not constants: rescaling X and y rescales the predictions.
+
+    (A fixed threshold of 1e-12 on the standard deviation used to declare such columns and
+    targets constant: R² fell from 0.99 to about 0 for X·1e-13, and SIGP refused the fit.)"""
+    rng = np.random.default_rng(6)
+    X, Xt = rng.normal(size=(60, 3)), rng.normal(size=(20, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = hdgp.preset(name, random_state=0).fit(X, y)
+        scaled = hdgp.preset(name, random_state=0).fit(unit * X, unit * y)
+    mean, std = plain.predict(Xt, return_std=True)
+    mean_s, std_s = scaled.predict(unit * Xt, return_std=True)
+    np.testing.assert_allclose(mean_s / unit, mean, rtol=1e-3, atol=1e-3 * y.std())
+    np.testing.assert_allclose(std_s / unit, std, rtol=1e-3)

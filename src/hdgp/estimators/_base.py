@@ -19,6 +19,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._scaling import column_scales, varies
 from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
@@ -170,9 +171,7 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         """Standardise columns with training mean/std (constant columns keep scale 1)."""
         if fit:
-            self.x_mean_ = X.mean(axis=0)
-            scale = X.std(axis=0)
-            self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
+            self.x_mean_, self.x_scale_ = column_scales(X)
         return (X - self.x_mean_) / self.x_scale_
 
     # ------------------------------------------------------------- validation
@@ -255,7 +254,7 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         self._validate_params_extra()
         self.y_mean_ = float(np.mean(y))
         y_std = float(np.std(y))
-        self.y_scale_ = y_std if y_std > 1e-12 * max(1.0, abs(self.y_mean_)) else 1.0
+        self.y_scale_ = y_std if varies(y_std, self.y_mean_) else 1.0
         Xt = self._to_tensor(self._transform_inputs(X, fit=True))
         yt = self._to_tensor((y - self.y_mean_) / self.y_scale_)
         rng = check_random_state(self.random_state)

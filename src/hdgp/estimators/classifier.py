@@ -33,6 +33,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._scaling import column_scales
 from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
@@ -188,9 +189,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         """Standardise columns with training mean/std (constant columns keep scale 1)."""
         if fit:
-            self.x_mean_ = X.mean(axis=0)
-            scale = X.std(axis=0)
-            self.x_scale_ = np.where(scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_)), scale, 1.0)
+            self.x_mean_, self.x_scale_ = column_scales(X)
         return (X - self.x_mean_) / self.x_scale_
 
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:

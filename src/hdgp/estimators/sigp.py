@@ -47,6 +47,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._scaling import varies
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..presets import register_preset
 from ..sigp.cv import cross_validate
@@ -129,7 +130,7 @@ class _SIGPBase(BaseEstimator):
         if fit:
             self.x_mean_ = X.mean(axis=0)
             scale = X.std(axis=0)
-            self.feature_mask_ = scale > 1e-12 * np.maximum(1.0, np.abs(self.x_mean_))
+            self.feature_mask_ = varies(scale, self.x_mean_)
             if not self.feature_mask_.any():
                 raise ValueError("All features are constant; SIGP needs at least one varying feature.")
             self.x_scale_ = np.where(self.feature_mask_, scale, 1.0)
@@ -383,7 +384,7 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         if self.subspace not in ("kernel", "slicing"):
             raise ValueError(f"subspace must be 'kernel' or 'slicing'; got {self.subspace!r}.")
         self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
-        if self.y_scale_ <= 1e-12 * max(1.0, abs(self.y_mean_)):
+        if not varies(self.y_scale_, self.y_mean_):
             raise ValueError("The target is constant; SIGP needs a varying target.")
         if self.subspace == "slicing":
             if not (isinstance(self.n_slices, numbers.Integral) and self.n_slices >= 2):
