@@ -93,6 +93,33 @@ def test_cli_auto_reports_the_comparison(tmp_path, monkeypatch):
     assert "Model comparison" in result.stdout and "<- chosen" in result.stdout
 
 
+def test_auto_refuses_a_parameter_no_candidate_has(tmp_path):
+    """A typo in -p must not be dropped by every candidate in silence (each has other parameters)."""
+    from hdgp.io import TableSchema
+
+    schema, X, y = TableSchema.infer(FRAME, "y")
+    with pytest.raises(ValueError, match="No candidate model .* 'max_itr'"):
+        select_model(X, y, schema, params={"max_itr": 20}, candidates=["Linear", "OAK"])
+    # a parameter of one candidate only (max_order: OAK) is fine, and reaches that one
+    name, rows = select_model(X, y, schema, params={"max_iter": 5, "max_order": 1}, candidates=["Linear", "OAK"])
+    assert all(r["error"] is None for r in rows)
+
+
+def test_a_level_seen_only_in_held_out_rows_moves_to_training():
+    """The random split may hold out the only row of a rare category; the model must still know it."""
+    frame = FRAME.copy()
+    frame["group"] = ["a", "b"] * 30
+    frame.loc[7, "group"] = "rare"
+    messages = []
+    for seed in range(8):  # seeds whose split holds row 7 out, and seeds whose split does not
+        tm = fit_table(frame, "y", model="oak", params={"max_iter": 5, "max_order": 1}, random_state=seed,
+                       progress=messages.append)
+        assert "rare" in tm.schema.levels["group"]
+        assert tm.metadata["data"]["n_train"] + len(tm.metadata["holdout"]["y"]) == 60
+        assert "7" not in set(tm.metadata["holdout"]["rows"])
+    assert sum("moved to training" in m for m in messages) >= 1
+
+
 def test_auto_needs_enough_rows(tmp_path):
     FRAME.head(20).to_csv(tmp_path / "small.csv", index=False)
     result = CliRunner().invoke(main, ["fit", str(tmp_path / "small.csv"), "-t", "y", "-o", str(tmp_path / "m.hdgp")])

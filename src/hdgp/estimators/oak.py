@@ -280,8 +280,8 @@ class OAKRegressor(BaseGPRegressor):
             unseen = levels[codes] != X[:, j]
             if unseen.any():
                 raise ValueError(
-                    f"Column {j} has level {X[unseen, j][0]!r} not seen during fit "
-                    f"(known: {levels.tolist()})."
+                    f"Column {self._feature_names()[j]!r} has level {X[unseen, j][0]:g} not seen during fit "
+                    f"(known: {', '.join(f'{v:g}' for v in levels)})."
                 )
             out[:, j] = codes
         return out

@@ -205,6 +205,12 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     if name is not None and name.lower() != model.lower():
         progress(f"--model {model} on a classification target: fitting {name}")
     train_idx, test_idx = _split(schema, y, test_size, random_state)
+    if test_size > 0 and not len(test_idx):
+        progress(f"--test-size {test_size:g} of {len(y)} rows holds out fewer than 2: no held-out evaluation")
+    train_idx, test_idx, moved = _keep_levels_in_training(schema, X_raw, train_idx, test_idx)
+    if moved:
+        progress(f"{moved} held-out row(s) with a category absent from the training rows moved to training "
+                 "(the model has to know every level)")
     X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
     selection = None
     if name is None:
@@ -232,6 +238,22 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
             meta["metrics"], meta["holdout"]["mean"], meta["holdout"]["std"] = evaluate(est, X_test, y[test_idx])
         progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items() if v is not None))
     return TabularModel(est, schema, meta)
+
+
+def _keep_levels_in_training(schema: TableSchema, X_raw: pd.DataFrame, train_idx, test_idx):
+    """Move held-out rows whose categorical value never occurs in the training rows to training.
+
+    A rare level that the random split puts only in the held-out part could not be
+    predicted (the model has no parameters for it). Returns the new index arrays and
+    how many rows moved.
+    """
+    unseen = np.zeros(len(test_idx), dtype=bool)
+    for c in schema.features:
+        if schema.kinds[c] == "categorical":
+            unseen |= ~X_raw[c].iloc[test_idx].isin(set(X_raw[c].iloc[train_idx])).to_numpy()
+    if not unseen.any():
+        return train_idx, test_idx, 0
+    return np.concatenate([train_idx, test_idx[unseen]]), test_idx[~unseen], int(unseen.sum())
 
 
 def _split(schema: TableSchema, y: np.ndarray, test_size: float, random_state) -> tuple[np.ndarray, np.ndarray]:

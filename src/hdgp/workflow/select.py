@@ -29,6 +29,7 @@ import numpy as np
 from sklearn.model_selection import train_test_split
 
 from ..io.table import TableError
+from ..presets import preset
 from .classification import classifier_candidates, evaluate_classifier
 
 __all__ = ["candidate_models", "select_model", "VALIDATION_FRACTION", "MIN_AUTO_ROWS"]
@@ -56,6 +57,14 @@ def _score(est, X, y, schema) -> dict:
         return {"score": -scores["log_loss"], "val_log_loss": scores["log_loss"], "val_accuracy": scores["accuracy"]}
     scores, _, _ = evaluate(est, X, y)
     return {"score": -scores["nlpd"], "val_log_density": -scores["nlpd"], "val_rmse": scores["rmse"]}
+
+
+def _parameters(name: str) -> set:
+    """Parameter names of preset ``name`` (none for an unknown name, whose fit then fails with its error)."""
+    try:
+        return set(preset(name).get_params(deep=False))
+    except ValueError:
+        return set()
 
 
 def _message(row: dict) -> str:
@@ -91,7 +100,7 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
         ``val_accuracy``), ``fit_seconds``, ``error`` (why a candidate failed, else
         None) and ``selected``.
     """
-    from .fitting import _fit, make_estimator
+    from .fitting import _fit, _keep_levels_in_training, make_estimator
 
     progress = progress or (lambda message: None)
     n = len(y)
@@ -103,10 +112,16 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     if candidates is None:
         candidates = classifier_candidates(n, len(schema.classes)) if classify else candidate_models(n)
     candidates = list(candidates)
+    accepted = set().union(*map(_parameters, candidates))
+    unknown = sorted(set(params or {}) - accepted)
+    if unknown:  # a typo would otherwise be dropped by every candidate in silence
+        raise ValueError(f"No candidate model ({', '.join(candidates)}) has the parameter(s) "
+                         f"{', '.join(map(repr, unknown))}. Their parameters: {', '.join(sorted(accepted))}.")
     n_val, n_classes = math.ceil(VALIDATION_FRACTION * n), len(schema.classes)
     stratify = y if classify and np.bincount(y).min() >= 2 and min(n_val, n - n_val) >= n_classes else None
     fit_idx, val_idx = train_test_split(np.arange(n), test_size=VALIDATION_FRACTION, random_state=random_state,
                                         stratify=stratify)
+    fit_idx, val_idx, _ = _keep_levels_in_training(schema, X, fit_idx, val_idx)
     keys = ("val_log_loss", "val_accuracy") if classify else ("val_log_density", "val_rmse")
     rows = []
     for i, name in enumerate(candidates, 1):
