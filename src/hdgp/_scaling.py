@@ -18,6 +18,30 @@ def varies(std, center):
 
 
 def column_scales(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and standard deviations of ``X``; constant columns get scale 1."""
-    mean, std = X.mean(axis=0), X.std(axis=0)
+    """Column means and standard deviations of ``X``; constant columns get scale 1.
+
+    Raises
+    ------
+    ValueError
+        If a column's values are too large for its variance (their squares overflow).
+    """
+    mean, std = X.mean(axis=0), _finite_std(X, "Feature column(s) {} have")
     return mean, np.where(varies(std, mean), std, 1.0)
+
+
+def target_scale(y: np.ndarray) -> tuple[float, float]:
+    """Mean and standard deviation of the target (same overflow check as :func:`column_scales`)."""
+    return float(np.mean(y)), float(_finite_std(np.asarray(y, dtype=np.float64)[:, None], "The target has")[0])
+
+
+def _finite_std(X: np.ndarray, what: str) -> np.ndarray:
+    with np.errstate(over="ignore", invalid="ignore"):
+        std = X.std(axis=0)
+    bad = np.flatnonzero(~np.isfinite(std))
+    if bad.size:
+        example = X[np.argmax(np.abs(X[:, bad[0]])), bad[0]]
+        raise ValueError(
+            f"{what.format(', '.join(map(str, bad[:5])))} values too large to standardise (e.g. {example:.3g}: "
+            "their squares overflow float64). Rescale them, or check for a data-entry error."
+        )
+    return std

@@ -156,13 +156,32 @@ def test_predict_errors_leave_no_output(files, diabetes_fit, regions_fit, tmp_pa
     assert not (tmp_path / "rep").exists()
 
 
-def test_parquet_in_and_out(files, regions_fit, tmp_path):
+def test_parquet_tsv_and_csv_out_and_other_suffixes_refused(files, regions_fit, tmp_path):
     pd.read_csv(files / "regions.csv").to_parquet(tmp_path / "r.parquet")
     result = _run("predict", regions_fit[0], tmp_path / "r.parquet", "-o", tmp_path / "p.parquet", "--quiet")
     assert result.exit_code == 0, result.output
-    csv = _run("predict", regions_fit[0], files / "regions.csv", "-o", tmp_path / "p.csv", "--quiet")
-    assert csv.exit_code == 0
+    for name in ("p.csv", "p.tsv"):
+        assert _run("predict", regions_fit[0], files / "regions.csv", "-o", tmp_path / name, "--quiet").exit_code == 0
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "p.parquet"), pd.read_csv(tmp_path / "p.csv"))
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "p.tsv", sep="\t"), pd.read_csv(tmp_path / "p.csv"))
+    result = _run("predict", regions_fit[0], files / "regions.csv", "-o", tmp_path / "p.xlsx")
+    assert result.exit_code == 1 and "use a file name ending in .csv" in result.output
+    assert not (tmp_path / "p.xlsx").exists()  # refused before predicting, not CSV text in an .xlsx file
+
+
+def test_interval_level_too_close_to_one_is_refused(files, diabetes_fit, tmp_path):
+    result = _run("predict", diabetes_fit[0], files / "diabetes.csv", "-o", tmp_path / "p.csv",
+                  "--level", "0.9999999999999999")
+    assert result.exit_code == 1 and "interval is infinite" in result.output
+    assert not (tmp_path / "p.csv").exists()
+
+
+def test_json_output_has_no_nan():
+    """NaN and infinity are not JSON: --json writes null for them."""
+    from hdgp.workflow.cli import _jsonable
+
+    text = json.dumps(_jsonable({"r2": float("nan"), "a": [np.float64(np.inf), 1.5], "n": np.int64(3)}))
+    assert json.loads(text) == {"r2": None, "a": [None, 1.5], "n": 3} and "NaN" not in text
 
 
 def test_unknown_model_and_param(files, tmp_path):

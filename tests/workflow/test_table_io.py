@@ -130,3 +130,29 @@ def test_numbers_stored_as_text_are_numeric():
     schema, X, _ = TableSchema.infer(frame, "y", drop=["id"])
     assert schema.kinds["x"] == "numeric"
     np.testing.assert_allclose(schema.encode(frame)["x"], frame["x"].astype(float))
+
+
+@pytest.mark.parametrize("column", ["x", "y"])
+def test_infinite_cells_are_named_by_column_and_row(column):
+    frame = pd.DataFrame({"x": np.arange(8.0), "y": np.arange(8.0) ** 2})
+    frame.loc[5, column] = np.inf
+    for table in (frame, frame.astype(str)):  # a float, or the text "inf" in a CSV cell
+        with pytest.raises(TableError, match=rf"Column '{column}' holds infinite values in rows 6\."):
+            schema, X, _ = TableSchema.infer(table, "y")
+            schema.encode(X)
+
+
+def test_values_whose_squares_overflow_are_refused_at_the_estimator():
+    import hdgp
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(20, 2)), rng.normal(size=20)
+    X[3, 1], y_big = 1e300, y.copy()
+    y_big[4] = -1e300
+    for name in ("RBF-ARD", "OAK", "SIGP", "GP-classifier"):
+        est = hdgp.preset(name)
+        with pytest.raises(ValueError, match=r"Feature column\(s\) 1 have values too large to standardise"):
+            est.fit(X, (y > 0).astype(int) if name == "GP-classifier" else y)
+    for name in ("RBF-ARD", "SIGP"):
+        with pytest.raises(ValueError, match="The target has values too large to standardise"):
+            hdgp.preset(name).fit(X[:, :1], y_big)

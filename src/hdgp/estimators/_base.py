@@ -19,7 +19,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._scaling import column_scales, varies
+from .._scaling import column_scales, target_scale, varies
 from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
@@ -252,8 +252,7 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
     def _fit(self, X: np.ndarray, y: np.ndarray):
         self._validate_common_params()
         self._validate_params_extra()
-        self.y_mean_ = float(np.mean(y))
-        y_std = float(np.std(y))
+        self.y_mean_, y_std = target_scale(y)
         self.y_scale_ = y_std if varies(y_std, self.y_mean_) else 1.0
         Xt = self._to_tensor(self._transform_inputs(X, fit=True))
         yt = self._to_tensor((y - self.y_mean_) / self.y_scale_)

@@ -47,7 +47,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._scaling import varies
+from .._scaling import column_scales, target_scale, varies
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..presets import register_preset
 from ..sigp.cv import cross_validate
@@ -128,12 +128,10 @@ class _SIGPBase(BaseEstimator):
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         """Columns to zero mean / unit variance with training statistics; constant columns dropped."""
         if fit:
-            self.x_mean_ = X.mean(axis=0)
-            scale = X.std(axis=0)
-            self.feature_mask_ = varies(scale, self.x_mean_)
+            self.x_mean_, self.x_scale_ = column_scales(X)
+            self.feature_mask_ = varies(X.std(axis=0), self.x_mean_)
             if not self.feature_mask_.any():
                 raise ValueError("All features are constant; SIGP needs at least one varying feature.")
-            self.x_scale_ = np.where(self.feature_mask_, scale, 1.0)
         Xs = ((X - self.x_mean_) / self.x_scale_)[:, self.feature_mask_]
         return torch.as_tensor(Xs, dtype=torch.float64)
 
@@ -383,7 +381,7 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         self._check_common(X.shape[0])
         if self.subspace not in ("kernel", "slicing"):
             raise ValueError(f"subspace must be 'kernel' or 'slicing'; got {self.subspace!r}.")
-        self.y_mean_, self.y_scale_ = float(y.mean()), float(y.std())
+        self.y_mean_, self.y_scale_ = target_scale(y)
         if not varies(self.y_scale_, self.y_mean_):
             raise ValueError("The target is constant; SIGP needs a varying target.")
         if self.subspace == "slicing":

@@ -29,7 +29,8 @@ TASKS = ("auto", "regression", "classification")
 _NUMERIC_SHARE = 0.8
 _SHOW = 5  # rows / values quoted in error messages
 
-_READERS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+#: File suffix -> table format, for reading and writing.
+TABLE_FORMATS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
 
 
 class TableError(ValueError):
@@ -64,7 +65,7 @@ def read_table(path) -> pd.DataFrame:
         The file is missing, empty, of an unknown type or cannot be parsed.
     """
     path = Path(path)
-    kind = _READERS.get(path.suffix.lower())
+    kind = TABLE_FORMATS.get(path.suffix.lower())
     if kind is None:
         raise TableError(f"Cannot read {path}: use a .csv, .tsv or .parquet file (got {path.suffix or 'no extension'!r}).")
     if not path.is_file():
@@ -109,7 +110,12 @@ def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
             f"Column {name!r} should hold numbers, but rows {_rows(series.index[bad.to_numpy()])} contain "
             f"{', '.join(repr(e) for e in examples)}. Fix those cells{hint}."
         )
-    return values.astype(np.float64)
+    values = values.astype(np.float64)
+    infinite = ~np.isfinite(values) & values.notna()
+    if infinite.any():
+        raise TableError(f"Column {name!r} holds infinite values in rows {_rows(series.index[infinite.to_numpy()])}. "
+                         "Fix or remove those cells.")
+    return values
 
 
 def _check_missing(frame: pd.DataFrame, what: str) -> None:

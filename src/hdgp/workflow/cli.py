@@ -8,6 +8,7 @@ or, with ``--json``, as one JSON document.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import click
@@ -39,14 +40,15 @@ def _params(values) -> dict:
 
 
 def _jsonable(value):
+    """Plain JSON types; NaN and infinity (not JSON) become null."""
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple, np.ndarray)):
         return [_jsonable(v) for v in value]
-    if isinstance(value, np.ndarray):
-        return value.tolist()
     if isinstance(value, np.generic):
-        return value.item()
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
     return value
 
 
@@ -73,9 +75,12 @@ def _load_table_model(path):
     return model
 
 
-def _output_ok(path: Path, what: str) -> None:
+def _output_ok(path: Path, what: str, suffixes: tuple = ()) -> None:
     if not path.parent.is_dir():
         raise click.ClickException(f"Cannot write the {what} to {path}: the folder {path.parent} does not exist.")
+    if suffixes and path.suffix.lower() not in suffixes:
+        raise click.ClickException(f"Cannot write the {what} to {path.name}: use a file name ending in "
+                                   f"{', '.join(suffixes)}.")
 
 
 # ------------------------------------------------------------------------ fit
@@ -192,7 +197,7 @@ def _echo_selection(rows, task: str) -> None:
 @click.argument("model_file", type=click.Path(dir_okay=False))
 @click.argument("data", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Predictions file (.csv, or .parquet).")
+              help="Predictions file (.csv, .tsv or .parquet; .txt and .pq as .csv and .parquet).")
 @click.option("--id-column", default=None, help="Column copied to the predictions to identify rows.")
 @click.option("--level", default=0.95, show_default=True, type=float, help="Probability of the central interval.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
@@ -213,9 +218,10 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
     """
     from ..io import TableError, read_table
     from ..io.atomic import write_bytes_atomic
+    from ..io.table import TABLE_FORMATS
 
     out = Path(output)
-    _output_ok(out, "predictions")
+    _output_ok(out, "predictions", tuple(TABLE_FORMATS))
     say = _progress(quiet)
     tm = _load_table_model(model_file)
     try:
@@ -224,7 +230,8 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
         table = tm.predict(frame, level=level, id_column=id_column)
     except (TableError, ValueError, TypeError, FloatingPointError) as exc:
         _fail(exc)
-    if out.suffix.lower() in (".parquet", ".pq"):
+    kind = TABLE_FORMATS[out.suffix.lower()]
+    if kind == "parquet":
         import io
 
         buffer = io.BytesIO()
@@ -235,7 +242,7 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
                                        "or write a .csv file.") from exc
         payload = buffer.getvalue()
     else:
-        payload = table.to_csv(index=False).encode("utf-8")
+        payload = table.to_csv(index=False, sep="\t" if kind == "tsv" else ",").encode("utf-8")
     try:
         write_bytes_atomic(out, payload)
     except OSError as exc:  # disk full, no permission
@@ -247,7 +254,7 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
         else:
             info.update(mean={"min": float(table["mean"].min()), "max": float(table["mean"].max())},
                         std={"min": float(table["std"].min()), "max": float(table["std"].max())})
-        click.echo(json.dumps(info, indent=2))
+        click.echo(json.dumps(_jsonable(info), indent=2))
     elif not quiet:
         click.echo(f"Wrote {len(table)} predictions to {out}")
 

@@ -40,10 +40,11 @@ def predict_frame(est, X, *, level: float = 0.95) -> pd.DataFrame:
     >>> hdgp.workflow.predict_frame(est, X.head(2)).index.tolist()
     ['r0', 'r1']
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
+    z = norm.ppf(0.5 + level / 2) if 0 < level < 1 else np.nan
+    if not np.isfinite(z):  # 1 - 1e-16 rounds 0.5 + level/2 to 1: an infinite interval
+        raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), and not so close to 1 that the interval "
+                         f"is infinite; got {level!r}.")
     mean, std = est.predict(X, return_std=True)
-    z = norm.ppf(0.5 + level / 2)
     pct = f"{100 * level:g}".replace(".", "_")
     index = X.index if isinstance(X, (pd.DataFrame, pd.Series)) else None
     return pd.DataFrame({"mean": mean, "std": std, f"lower_{pct}": mean - z * std, f"upper_{pct}": mean + z * std},
@@ -144,8 +145,6 @@ class TabularModel:
         Classification: ``[id_column,] label, proba_<class>...``, the most probable
         class (a label as in the training table) and one probability per class.
         """
-        if not 0 < level < 1:
-            raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), got {level!r}.")
         if id_column is not None and id_column not in frame.columns:
             raise TableError(f"The id column {id_column!r} is not in the table. Columns: {', '.join(map(repr, frame.columns))}.")
         if self.task == "classification":
