@@ -279,3 +279,22 @@ def test_fused_constrained_se_matches_autograd_far_from_origin():
     plain = torch.exp(-((a_ - b_.transpose(-1, -2)) ** 2) / (2 * l2_)) - u_.unsqueeze(-1) * v_.unsqueeze(-2)
     for x, y in zip(fused, torch.autograd.grad((plain * G).sum(), inputs)):
         torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-9)
+
+
+def test_single_level_categorical_is_the_zero_kernel_and_oak_fits_around_it():
+    """A constant categorical column: its only zero-mean function is 0 (B = 0), so OAK ignores it."""
+    import pandas as pd
+
+    from hdgp import OAKRegressor
+
+    k = ConstrainedCategoricalKernel([1.0])
+    torch.testing.assert_close(k.constrained_matrix().detach(), torch.zeros(1, 1, dtype=torch.float64),
+                               atol=1e-15, rtol=0)
+    with pytest.raises(ValueError, match="non-negative finite"):
+        ConstrainedCategoricalKernel([])
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=40), "k": pd.Categorical(["same"] * 40)})
+    y = np.sin(frame["x"].to_numpy())
+    est = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(frame, y)
+    assert est.sobol_indices_[("x",)] == pytest.approx(1.0, abs=1e-6)
+    assert est.sobol_indices_.get(("k",), 0.0) < 1e-8

@@ -164,6 +164,8 @@ class ConstrainedCategoricalKernel(Kernel):
     ----------
     level_weights : array-like of shape (M,)
         Probabilities :math:`w` of the :math:`M` levels (e.g. training frequencies).
+        With one level (a constant column) :math:`B = 0`: a function of a constant
+        with zero mean is zero, so the feature explains nothing.
     rank : int, default=1
         Columns of :math:`W` (0 gives a diagonal :math:`A`).
 
@@ -177,10 +179,9 @@ class ConstrainedCategoricalKernel(Kernel):
     def __init__(self, level_weights, rank: int = 1, **kwargs):
         super().__init__(**kwargs)
         w = torch.as_tensor(level_weights, dtype=torch.float64).reshape(-1)
-        if w.numel() < 2 or (w < 0).any() or w.sum() <= 0 or not torch.isfinite(w).all():
+        if w.numel() < 1 or (w < 0).any() or w.sum() <= 0 or not torch.isfinite(w).all():
             raise ValueError(
-                "level_weights must hold at least two non-negative finite probabilities "
-                f"with a positive sum, got {w.tolist()}."
+                f"level_weights must hold non-negative finite probabilities with a positive sum, got {w.tolist()}."
             )
         if int(rank) != rank or rank < 0:
             raise ValueError(f"rank must be a non-negative integer, got {rank!r}.")
