@@ -30,8 +30,19 @@ def column_scales(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def target_scale(y: np.ndarray) -> tuple[float, float]:
-    """Mean and standard deviation of the target (same overflow check as :func:`column_scales`)."""
-    return float(np.mean(y)), float(_finite_std(np.asarray(y, dtype=np.float64)[:, None], "The target has")[0])
+    """Mean and standard deviation of a regression target (same overflow check as :func:`column_scales`).
+
+    Raises
+    ------
+    ValueError
+        If ``y`` holds text (scikit-learn's ``y_numeric`` converts only object arrays),
+        or values whose squares overflow.
+    """
+    y = np.asarray(y)
+    if y.dtype.kind not in "biuf":
+        raise ValueError(f"A regression target must be numeric; got values such as {str(y.flat[0])!r} ({y.dtype}). "
+                         "For class labels use a classifier (GPClassifier, OAKClassifier, SIGPClassifier).")
+    return float(np.mean(y)), float(_finite_std(y.astype(np.float64)[:, None], "The target has")[0])
 
 
 def _finite_std(X: np.ndarray, what: str) -> np.ndarray:

@@ -60,6 +60,8 @@ def preset(name: str, **overrides):
     GPRegressor(random_state=0)
     """
     _ensure_loaded()
+    if not isinstance(name, str):
+        raise TypeError(f"A preset name is a string such as 'RBF-ARD', got {name!r}; see hdgp.presets().")
     try:
         entry = _REGISTRY[name.lower()]
     except KeyError:

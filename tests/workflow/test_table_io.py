@@ -156,3 +156,28 @@ def test_values_whose_squares_overflow_are_refused_at_the_estimator():
     for name in ("RBF-ARD", "SIGP"):
         with pytest.raises(ValueError, match="The target has values too large to standardise"):
             hdgp.preset(name).fit(X[:, :1], y_big)
+
+
+def test_text_target_for_a_regressor_is_a_clear_error():
+    import hdgp
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    for name in ("RBF-ARD", "OAK", "SIGP"):
+        with pytest.raises(ValueError, match=r"regression target must be numeric; got values such as 'a'.*classifier"):
+            hdgp.preset(name).fit(X, np.array(["a", "b", "c"] * 10))
+
+
+@pytest.mark.parametrize("column", ["x", "y"])
+def test_numbers_with_thousands_separators_are_named_not_taken_for_categories(column):
+    frame = pd.DataFrame({"x": np.linspace(1000, 90000, 30), "y": np.linspace(-5000, 5000, 30)})
+    frame[column] = [f"{v:,.2f}" for v in frame[column]]
+    with pytest.raises(TableError, match=rf"Column '{column}' holds numbers written with separators \(e.g. '"):
+        TableSchema.infer(frame, "y")
+
+
+def test_table_must_be_a_frame_with_unique_column_names():
+    with pytest.raises(TypeError, match="pandas DataFrame with named columns, got ndarray"):
+        TableSchema.infer(np.zeros((5, 2)), "y")
+    frame = pd.DataFrame(np.arange(30.0).reshape(10, 3), columns=["a", "a", "y"])
+    with pytest.raises(TableError, match="several columns named 'a'"):
+        TableSchema.infer(frame, "y")

@@ -84,9 +84,13 @@ def resolve_dtype(dtype) -> torch.dtype:
 def resolve_device(device) -> torch.device:
     """``None`` → CPU; otherwise anything ``torch.device`` accepts (e.g. ``"cuda"``)."""
     try:
-        return torch.device("cpu" if device is None else device)
+        resolved = torch.device("cpu" if device is None else device)
     except (RuntimeError, TypeError) as exc:
         raise ValueError(f"device must be None, 'cpu', 'cuda' or 'cuda:N', got {device!r}.") from exc
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={device!r}, but this PyTorch ({torch.__version__}) sees no CUDA GPU; "
+                         "use device=None for the CPU.")
+    return resolved
 
 
 class BaseGPRegressor(RegressorMixin, BaseEstimator):

@@ -34,6 +34,17 @@ def _is_discrete_dtype(series: pd.Series) -> bool:
     return isinstance(series.dtype, pd.CategoricalDtype) or series.dtype == object or pd.api.types.is_string_dtype(series)
 
 
+def _column_specs(specs, n_features: int, what: str) -> list:
+    """Column names/indices as given, or the positions of True in a boolean mask (scikit-learn's
+    convention for ``categorical_features``; a mask read as indices would mean columns 0 and 1)."""
+    specs = list(specs if specs is not None else ())
+    if specs and all(isinstance(s, (bool, np.bool_)) for s in specs):
+        if len(specs) != n_features:
+            raise ValueError(f"{what} as a boolean mask needs one entry per feature ({n_features}), got {len(specs)}.")
+        return [j for j, flag in enumerate(specs) if flag]
+    return specs
+
+
 class OAKRegressor(BaseGPRegressor):
     r"""Orthogonal additive GP regression with analytic Sobol indices.
 
@@ -72,8 +83,9 @@ class OAKRegressor(BaseGPRegressor):
         protocol does: beyond the training range a prediction then stays at its
         boundary value instead of following the flow's extrapolated tails, which
         are fitted to no data. Components and plots see the clipped inputs too.
-    categorical_features : list of int or str, or None
-        Columns to treat as categorical (indices, or names for DataFrames).
+    categorical_features : list of int or str, boolean mask, or None
+        Columns to treat as categorical (indices, names for DataFrames, or a
+        boolean mask with one entry per feature).
         DataFrame columns of categorical / object / string dtype always are.
         Numeric columns declared categorical must hold integer codes.
     binary_features : "auto", list of int or str, or None, default="auto"
@@ -221,13 +233,14 @@ class OAKRegressor(BaseGPRegressor):
         categorical = set()
         if names is not None:
             categorical |= {names.index(str(c)) for c in self.frame_levels_}
-        for spec in self.categorical_features or ():
+        for spec in _column_specs(self.categorical_features, n_features, "categorical_features"):
             categorical.add(self._column_index(spec, n_features, names))
         if self.binary_features == "auto":
             binary = set()
             two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
         else:
-            binary = {self._column_index(s, n_features, names) for s in (self.binary_features or ())}
+            binary = {self._column_index(s, n_features, names)
+                      for s in _column_specs(self.binary_features, n_features, "binary_features")}
             two_point = set()
         overlap = binary & categorical
         if overlap:

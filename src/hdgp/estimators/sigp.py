@@ -108,6 +108,9 @@ class _SIGPBase(BaseEstimator):
     def _check_common(self, n: int) -> None:
         if n < 3:
             raise ValueError(f"SIGP needs at least 3 samples to fit; got n_samples = {n}.")
+        if isinstance(self.cv, numbers.Integral) and self.cv > n:
+            raise ValueError(f"SIGP's {self.cv}-fold cross-validation needs at least {self.cv} samples; got "
+                             f"n_samples = {n}. Lower cv.")
         if self.mean not in ("linear", "constant"):
             raise ValueError(f"mean must be 'linear' or 'constant'; got {self.mean!r}.")
         if not ((isinstance(self.cv, numbers.Integral) and self.cv >= 2) or hasattr(self.cv, "split")):

@@ -105,6 +105,7 @@ def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
     values = pd.to_numeric(series, errors="coerce")
     bad = values.isna() & series.notna()
     if bad.any():
+        _refuse_separated_numbers(series, name)
         examples = sorted({str(v) for v in series[bad].head(_SHOW)})
         raise TableError(
             f"Column {name!r} should hold numbers, but rows {_rows(series.index[bad.to_numpy()])} contain "
@@ -116,6 +117,21 @@ def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
         raise TableError(f"Column {name!r} holds infinite values in rows {_rows(series.index[infinite.to_numpy()])}. "
                          "Fix or remove those cells.")
     return values
+
+
+def _refuse_separated_numbers(series: pd.Series, name: str) -> None:
+    """Raise a TableError if a text column holds numbers with commas ('1,257.3'): they are not categories.
+
+    Only when the commas explain every cell that is not a number (otherwise the general
+    message names the rows)."""
+    text = series.astype(str)
+    with_commas = text.str.contains(",", regex=False)
+    numbers = pd.to_numeric(text.str.replace(",", "", regex=False), errors="coerce")
+    if with_commas.any() and numbers.notna().all():
+        raise TableError(
+            f"Column {name!r} holds numbers written with separators (e.g. {series[with_commas & numbers.notna()].iloc[0]!r}). "
+            "Remove the thousands separators (or write a decimal point for a decimal comma) and try again."
+        )
 
 
 def _check_missing(frame: pd.DataFrame, what: str) -> None:
@@ -215,7 +231,14 @@ class TableSchema:
         """
         if task not in TASKS:
             raise ValueError(f"task must be one of {', '.join(map(repr, TASKS))}, got {task!r}.")
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"A table is a pandas DataFrame with named columns, got {type(frame).__name__}; "
+                            "wrap arrays as pd.DataFrame(X, columns=[...]).")
         columns = list(frame.columns)
+        duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+        if duplicated:
+            raise TableError(f"The table has several columns named {', '.join(map(repr, duplicated))}; "
+                             "rename them so that every column name is unique.")
         for name, what in [(target, "target")] + [(c, "--categorical") for c in categorical] + [(c, "--drop") for c in drop]:
             if name not in columns:
                 raise TableError(f"The {what} column {name!r} is not in the table.{_suggest(name, columns)} "
@@ -242,6 +265,7 @@ class TableSchema:
                     _numeric_or_error(s, c, f", or declare the column categorical with --categorical {c}")
                     kinds[c] = "numeric"
                     continue
+                _refuse_separated_numbers(s, c)
                 n_levels = s.nunique()
                 if n_levels > max_levels:
                     raise TableError(
@@ -369,6 +393,7 @@ def infer_task(series: pd.Series, name: str = "target") -> tuple[str, str]:
     if _is_text(values):
         numbers = pd.to_numeric(values, errors="coerce")
         if len(values) == 0 or numbers.notna().mean() < _NUMERIC_SHARE:
+            _refuse_separated_numbers(values, name)
             return "classification", f"target {name!r} holds text"
         values = numbers.dropna()
         if values.nunique() != 2:  # mostly numbers: regression, whose check names the cells that are not
