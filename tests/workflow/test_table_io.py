@@ -46,6 +46,15 @@ def test_missing_file_and_unknown_extension(tmp_path):
         read_table(tmp_path / "t.xlsx")
 
 
+def test_repeated_header_and_semicolon_files_are_named(tmp_path):
+    (tmp_path / "dup.csv").write_text("a,a,y\n1,2,3\n4,5,6\n")  # pandas alone would rename it a.1
+    with pytest.raises(TableError, match=r"duplicated column names \['a'\]"):
+        read_table(tmp_path / "dup.csv")
+    (tmp_path / "semi.csv").write_text("a;b;y\n1;2;3\n4;5;6\n")
+    with pytest.raises(TableError, match="separated by semicolons"):
+        read_table(tmp_path / "semi.csv")
+
+
 def test_inference_of_column_kinds_and_overrides():
     frame = _frame()
     schema, X, y = TableSchema.infer(frame, "y", drop=["id"])

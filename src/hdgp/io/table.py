@@ -86,11 +86,24 @@ def read_table(path) -> pd.DataFrame:
                          f"{kind.upper()} file with one header row.") from exc
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise TableError(f"Data file {path} has no data rows (only a header, or nothing).")
-    frame.columns = [str(c).strip() for c in frame.columns]
-    dupes = frame.columns[frame.columns.duplicated()].tolist()
+    if frame.shape[1] == 1 and ";" in str(frame.columns[0]):
+        raise TableError(f"Data file {path} has one column named {frame.columns[0]!r}: it looks separated by "
+                         "semicolons. Save it comma-separated (or tab-separated as .tsv).")
+    # pandas renames a repeated CSV header ('a', 'a.1'); the header row itself tells
+    names = _csv_header(path, kind) if kind != "parquet" else list(frame.columns)
+    names = [str(c).strip() for c in names]
+    dupes = sorted({c for c in names if names.count(c) > 1})
     if dupes:
         raise TableError(f"Data file {path} has duplicated column names {dupes}; rename them.")
+    frame.columns = [str(c).strip() for c in frame.columns]
     return frame
+
+
+def _csv_header(path: Path, kind: str) -> list:
+    """The header row as written (read as a data row, which pandas does not rename)."""
+    row = pd.read_csv(path, sep="," if kind == "csv" else "\t", header=None, nrows=1, dtype=str,
+                      skipinitialspace=True, keep_default_na=False)
+    return row.iloc[0].tolist()
 
 
 def _is_text(series: pd.Series) -> bool:
@@ -418,7 +431,7 @@ def _target(series: pd.Series, name: str, task: str) -> tuple[str, str, list, np
                           "--task classification, task='classification' in Python)")
     if y.nunique() < 2:
         raise TableError(
-            f"The target column {name!r} has {y.nunique()} distinct value(s) ({y.iloc[0]!r}); a model "
+            f"The target column {name!r} has {y.nunique()} distinct value(s) ({y.iloc[0]:g}); a model "
             "needs a target that varies. Check that you chose the right --target column."
         )
     return task, reason, [], y.to_numpy()
