@@ -124,7 +124,7 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         label = " × ".join(names[j] for j in u)
         ax.set_title(f"{label}  (Sobol {shares.get(tuple(u), float('nan')):.3f})", fontsize=9)
         _draw_component(fig, ax, est, u, names, n_grid, level_labels)
-        if len(u) == 1 or any(_discrete_values(est, j) is not None for j in u):
+        if ax.get_ylabel() == "":  # every panel but a 2-D contour plots the effect on the target
             ax.set_ylabel(f"effect on {target_name}" if target_name else "effect")
     for ax in axes.ravel()[len(terms):]:
         ax.set_visible(False)

@@ -238,7 +238,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if len(self.classes_) < 2:
             raise ValueError(
                 f"{type(self).__name__} needs samples of at least 2 classes; the data contain only class "
-                f"{self.classes_[0].item() if hasattr(self.classes_[0], 'item') else self.classes_[0]!r}."
+                f"{self.classes_[:1].tolist()[0]!r}."
             )
         self.class_weight_ = class_weights(self.class_weight, self.classes_, y)
         seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))
