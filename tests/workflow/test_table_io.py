@@ -190,3 +190,35 @@ def test_table_must_be_a_frame_with_unique_column_names():
     frame = pd.DataFrame(np.arange(30.0).reshape(10, 3), columns=["a", "a", "y"])
     with pytest.raises(TableError, match="several columns named 'a'"):
         TableSchema.infer(frame, "y")
+
+
+def test_date_columns_enter_the_model_as_days_and_parse_alike_at_predict_time():
+    """Dates (text in a CSV, or a datetime dtype) are one numeric input, not categories or an identifier."""
+    from hdgp.workflow import fit_table
+
+    rng = np.random.default_rng(0)
+    days = pd.date_range("2021-01-01", periods=60, freq="3D")
+    frame = pd.DataFrame({"when": days.strftime("%Y-%m-%d"), "x": rng.normal(size=60)})
+    frame["y"] = np.sin(np.arange(60) / 8) + 0.3 * frame["x"]
+    schema, X, _ = TableSchema.infer(frame, "y")
+    assert schema.kinds["when"] == "datetime"
+    encoded = schema.encode(X)
+    np.testing.assert_allclose(encoded["when"], (days - pd.Timestamp("1970-01-01")).days)
+    typed = frame.assign(when=days)  # the same column as datetime64 (e.g. from Python)
+    schema_t, X_t, _ = TableSchema.infer(typed, "y")
+    assert schema_t.kinds["when"] == "datetime"
+    pd.testing.assert_frame_equal(schema_t.encode(X_t), encoded)
+    tm = fit_table(typed, "y", model="rbf-ard", params={"max_iter": 10}, test_size=0)
+    np.testing.assert_array_equal(tm.predict(frame.head(5))["mean"], tm.predict(typed.head(5))["mean"])
+    bad = frame.head(3).copy()
+    bad.loc[1, "when"] = "soon"
+    with pytest.raises(TableError, match="Column 'when' held dates when the model was trained, but rows 2 contain 'soon'"):
+        schema.encode(bad)
+
+
+@pytest.mark.parametrize("values", [["March", "April", "May"], ["1st", "2nd", "3rd"], ["10:30", "11:45", "12:00"],
+                                    ["1/2", "3/4", "5/6"]])
+def test_text_that_pandas_would_read_as_dates_without_a_year_stays_categorical(values):
+    frame = pd.DataFrame({"c": values * 4, "y": np.arange(12.0)})
+    schema, _, _ = TableSchema.infer(frame, "y")
+    assert schema.kinds["c"] == "categorical"

@@ -9,6 +9,7 @@ saw during fit (categorical levels as integer codes, or one-hot columns).
 from __future__ import annotations
 
 import difflib
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -147,6 +148,31 @@ def _refuse_separated_numbers(series: pd.Series, name: str) -> None:
         )
 
 
+def _as_dates(series: pd.Series):
+    """The column as datetimes when every cell is one (a datetime dtype, or text with a year such
+    as '2024-03-01' or '05/01/2021', in one format that pandas recognises), else None.
+
+    The year is required: pandas also reads 'March', '1st', '10:30' and '1/2' as dates,
+    and those are categories.
+    """
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return series
+    if not _is_text(series) or isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(series):
+        return None
+    if not series.astype(str).str.contains(r"\d{4}").all():
+        return None
+    with warnings.catch_warnings():  # pandas warns when it cannot infer one format
+        warnings.simplefilter("ignore")
+        dates = pd.to_datetime(series, errors="coerce")
+    return dates if len(dates) and dates.notna().all() else None
+
+
+def _days(dates: pd.Series) -> pd.Series:
+    """Days since 1970-01-01 (in UTC for time-zone-aware dates): the model input of a date column."""
+    epoch = pd.Timestamp("1970-01-01", tz=dates.dt.tz)
+    return ((dates - epoch) / pd.Timedelta(days=1)).astype(np.float64)
+
+
 def _check_missing(frame: pd.DataFrame, what: str) -> None:
     missing = frame.isna()
     if missing.to_numpy().any():
@@ -169,7 +195,8 @@ class TableSchema:
     features : list of str
         Feature columns, in training order.
     kinds : dict
-        ``column -> "numeric" | "categorical"``.
+        ``column -> "numeric" | "categorical" | "datetime"``. Dates (a datetime
+        dtype, or text that parses as dates) enter the model as days since 1970.
     dtypes : dict
         ``column -> pandas dtype name`` seen during fit.
     levels : dict
@@ -272,11 +299,16 @@ class TableSchema:
             s = used[c]
             if c in categorical or isinstance(s.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(s):
                 kinds[c] = "categorical"
+            elif pd.api.types.is_datetime64_any_dtype(s):
+                kinds[c] = "datetime"
             elif _is_text(s):
                 share = pd.to_numeric(s, errors="coerce").notna().mean()
                 if share >= _NUMERIC_SHARE:  # numbers stored as text: numeric, unless some cells are not numbers
                     _numeric_or_error(s, c, f", or declare the column categorical with --categorical {c}")
                     kinds[c] = "numeric"
+                    continue
+                if _as_dates(s) is not None:
+                    kinds[c] = "datetime"
                     continue
                 _refuse_separated_numbers(s, c)
                 n_levels = s.nunique()
@@ -338,8 +370,8 @@ class TableSchema:
         out = {}
         for c in self.features:
             s = frame[c]
-            if self.kinds[c] == "numeric":
-                out[c] = _numeric_or_error(s, c, " (this column was numeric when the model was trained)")
+            if self.kinds[c] != "categorical":
+                out[c] = self.column_values(s, c)
                 continue
             labels = s.map(_level_label)
             known = {v: i for i, v in enumerate(self.levels[c])}
@@ -358,6 +390,25 @@ class TableSchema:
                 for i, v in enumerate(self.levels[c]):
                     out[f"{c}={v}"] = (codes == i).astype(np.float64)
         return pd.DataFrame(out, index=frame.index)
+
+    def column_values(self, series: pd.Series, name: str) -> pd.Series:
+        """What the model sees of a numeric or date column: floats (dates as days since 1970)."""
+        if self.kinds[name] == "datetime":
+            return _days(self.dates(series, name))
+        return _numeric_or_error(series, name, " (this column was numeric when the model was trained)")
+
+    @staticmethod
+    def dates(series: pd.Series, name: str) -> pd.Series:
+        """A date column's cells as datetimes; a TableError names the cells that are not dates."""
+        dates = _as_dates(series)
+        if dates is None:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                bad = pd.to_datetime(series, errors="coerce").isna().to_numpy()
+            raise TableError(f"Column {name!r} held dates when the model was trained, but rows "
+                             f"{_rows(series.index[bad])} contain {', '.join(map(repr, series[bad].head(_SHOW).astype(str)))} "
+                             "(all cells of a date column must be dates in one format).")
+        return dates
 
     def level_labels(self, column: str, codes) -> list:
         """Level labels for integer ``codes`` of a categorical column."""

@@ -107,7 +107,8 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
         quiet):
     """Fit a GP model to a CSV/Parquet table and save it.
 
-    Text columns (and those given with --categorical) are categorical; rows with
+    Text columns (and those given with --categorical) are categorical, dates
+    (text with a year, e.g. 2024-03-01) one numeric input in days; rows with
     missing values stop the fit unless --drop-missing. A random --test-size share
     of rows is held out to report RMSE, R², NLPD and the coverage of 50/90/95 %
     predictive intervals.

@@ -133,8 +133,11 @@ def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_tra
             counts = frame[c].astype(str).value_counts()
             entry["levels"] = {str(k): int(v) for k, v in counts.items()}
         else:
-            col = pd.to_numeric(frame[c])
+            col = schema.column_values(frame[c], c)
             entry.update(min=float(col.min()), max=float(col.max()), mean=float(col.mean()), std=float(col.std()))
+            if schema.kinds[c] == "datetime":
+                dates = schema.dates(frame[c], c)
+                entry.update(first=str(dates.min()), last=str(dates.max()))
         features.append(entry)
     return {"n_rows": int(len(y)), "n_train": int(n_train), "n_test": int(n_test), "dropped": list(schema.dropped),
             "target": _target_summary(schema, y), "features": features}

@@ -159,6 +159,8 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         if f["kind"] == "categorical":
             desc = ", ".join(f"{k} ({v})" for k, v in list(f["levels"].items())[:8]) + (" …" if len(f["levels"]) > 8 else "")
             rows.append([f["name"], "categorical", desc, ""])
+        elif f["kind"] == "datetime":
+            rows.append([f["name"], "date (days since 1970 in the model)", f"{f['first']} … {f['last']}", ""])
         else:
             rows.append([f["name"], "numeric", f"[{_fmt(f['min'])}, {_fmt(f['max'])}]", _fmt(f["mean"])])
     parts.append(_table(["column", "type", "range / levels (count)", "mean"], rows, "data-summary", left=3))
