@@ -287,3 +287,43 @@ def test_sgpr_does_not_collapse_to_noise_on_pumadyn32nm(data_dir):
     X, y, Xt, yt, _ = load_uci("pumadyn32nm", 0, data_dir=data_dir)
     est = hdgp.preset("SGPR-RBF-ARD", n_inducing=100, random_state=0).fit(X, y)
     assert np.sqrt(np.mean((est.predict(Xt) - yt) ** 2)) / np.std(y) < 0.3
+
+
+def test_sgpr_gradient_includes_the_relative_jitter_and_matches_finite_differences():
+    """K_uu gets jitter 1e-6·mean(diag K_uu), which moves with the output scale; with an
+    ill-conditioned K_uu the bound is sensitive to it. Its gradient was left out: the
+    output-scale derivative was off 7x, L-BFGS stalled, and fits of y and y + 1000 differed."""
+    import warnings
+
+    import hdgp
+    from hdgp.training import _FlatParameters, _objective
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(300, 4))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.standard_normal(300)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = hdgp.GPRegressor(inference="sparse", n_inducing=60, random_state=0).fit(X, y)
+        b = hdgp.GPRegressor(inference="sparse", n_inducing=60, random_state=0).fit(X, y + 1000.0)
+    assert a.fit_result_.loss == pytest.approx(b.fit_result_.loss, abs=1e-6)
+    np.testing.assert_allclose(b.predict(X[:20]) - 1000.0, a.predict(X[:20]), atol=1e-4)
+    model, yt = a.model_, torch.as_tensor((y - a.y_mean_) / a.y_scale_)
+    for p in model.parameters():
+        p.requires_grad_(True)
+    flat = _FlatParameters(model)
+    x0 = flat.get()
+
+    def value_and_grad(x):
+        flat.set(x)
+        model.zero_grad()
+        loss = _objective(model, a.X_train_, yt)
+        loss.backward()
+        return loss.item(), flat.grad()
+
+    _, grad = value_and_grad(x0)
+    h = 1e-6
+    for i in range(len(x0)):
+        step = np.zeros_like(x0)
+        step[i] = h
+        fd = (value_and_grad(x0 + step)[0] - value_and_grad(x0 - step)[0]) / (2 * h)
+        assert grad[i] == pytest.approx(fd, rel=1e-3, abs=2e-6), i

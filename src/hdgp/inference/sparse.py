@@ -190,6 +190,9 @@ class SGPRModel(GaussianNoiseModel):
             \frac{\partial\mathcal F}{\partial c} = \frac{\mathbf 1^\top(r-\mu)}{\sigma_n^2},\quad
             \frac{\partial\mathcal F}{\partial (K_{ff})_{ii}} = -\frac{1}{2\sigma_n^2}.
 
+        :math:`K_{uu}` carries the jitter :math:`j = \epsilon\,\overline{\operatorname{diag}K_{uu}}`,
+        which moves with the kernel, so the surrogate also has
+        :math:`\operatorname{tr}(\partial\mathcal F/\partial K_{uu})\, j`.
         Autograd then only differentiates the kernel evaluations, so one
         evaluation costs about three :math:`m^2 n` products (the triangular solve,
         :math:`AA^\top` and :math:`GK_{uf}`) instead of about six. When
@@ -251,7 +254,9 @@ class SGPRModel(GaussianNoiseModel):
         else:  # K_uf has no graph: rebuild it block by block, each recomputed in the backward pass
             cross_term = sum(checkpoint(self._weighted_cross, G_uf[:, rows], Z, X[rows], use_reentrant=False)
                              for rows in blocks)
-        surrogate_F = cross_term + (G_uu * Kuu).sum() + g_s * noise + g_c * c - 0.5 * kff.sum() / s
+        # the jitter j = jitter·mean(diag K_uu) moves with the kernel too: ∂F/∂j = tr(G_uu)
+        jitter_term = G_uu.trace() * self.jitter * Kuu.diagonal().mean()
+        surrogate_F = cross_term + (G_uu * Kuu).sum() + jitter_term + g_s * noise + g_c * c - 0.5 * kff.sum() / s
         return value - (surrogate_F - surrogate_F.detach())
 
     @torch.no_grad()
