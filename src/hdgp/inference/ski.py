@@ -54,6 +54,12 @@ __all__ = ["ProjectedSKIOperator", "SKIProjectedGPModel", "SKIPosterior", "cubic
 
 #: Relative residual ‖K̂α − r‖/‖r‖ of the posterior solve above which a ConvergenceWarning is issued.
 _POSTERIOR_MAX_RESIDUAL = 1e-3
+#: ... and the rms residual, as a fraction of the noise standard deviation: the residual is about
+#: the error of the posterior mean at the training points, which must be small against the noise
+#: even when a large constant mean c makes ‖r‖ = ‖y − c‖ large.
+_POSTERIOR_MAX_RMS_PER_NOISE_STD = 0.1
+#: Extra solves for the residual (iterative refinement) before that warning.
+_POSTERIOR_REFINEMENTS = 3
 
 #: Unit length-scales beyond which an RBF sub-kernel is treated as exactly zero (exp(-40.5)).
 _CUTOFF = 9.0
@@ -407,7 +413,8 @@ class SKIProjectedGPModel(GaussianNoiseModel):
     def posterior(self, X: torch.Tensor, y: torch.Tensor, *, tol: float = 1e-10) -> "SKIPosterior":
         """Condition on training data.
 
-        :math:`\\alpha = \\hat K^{-1}(y - c)` by preconditioned CG (relative tolerance 1e-6).
+        :math:`\\alpha = \\hat K^{-1}(y - c)` by preconditioned CG (relative tolerance 1e-6), refined
+        by solving for the residual until it is small against the noise (at most 3 times).
         For variances every :math:`T_j` is replaced by its eigen-truncation
         :math:`E_j \\Lambda_j E_j^\\top` (eigenvalues above ``tol`` times the largest),
         giving :math:`K^{\\mathrm{SKI}} \\approx \\Phi\\Phi^\\top` with :math:`R = \\sum_j r_j`
@@ -421,13 +428,22 @@ class SKIProjectedGPModel(GaussianNoiseModel):
             # linear_operator's own CG warning is replaced by the check of the true residual below
             warnings.simplefilter("ignore", LinearOperatorNumericalWarning)
             alpha = Ky.solve(r)
-        residual = float((Ky.matmul(alpha) - r).norm() / r.norm().clamp_min(torch.finfo(r.dtype).tiny))
-        if not residual <= _POSTERIOR_MAX_RESIDUAL:
+            # iterative refinement: CG stalls on ill-conditioned K̂ (small noise, a large constant
+            # mean), but a fresh solve for the residual recovers the lost digits (rms 0.04 -> 2e-7
+            # in two steps on a noise-1e-4 example)
+            for _ in range(_POSTERIOR_REFINEMENTS + 1):
+                rho = r - Ky.matmul(alpha)
+                residual = float(rho.norm() / r.norm().clamp_min(torch.finfo(r.dtype).tiny))
+                rms, noise_std = float(rho.norm()) / math.sqrt(r.shape[0]), float(self.noise.sqrt())
+                if residual <= _POSTERIOR_MAX_RESIDUAL and rms <= _POSTERIOR_MAX_RMS_PER_NOISE_STD * noise_std:
+                    break
+                alpha = alpha + Ky.solve(rho)
+        if not (residual <= _POSTERIOR_MAX_RESIDUAL and rms <= _POSTERIOR_MAX_RMS_PER_NOISE_STD * noise_std):
             warnings.warn(
-                f"SKI conjugate gradients stopped at relative residual {residual:.3g} "
-                f"(tolerance {_POSTERIOR_MAX_RESIDUAL:g}, at most {self.max_cg_iterations} iterations); the "
-                "predictive mean may be inaccurate. Raise max_cg_iterations or noise_lower_bound, or use "
-                "inference='exact' for small data.",
+                f"SKI conjugate gradients stopped at relative residual {residual:.3g} (tolerance "
+                f"{_POSTERIOR_MAX_RESIDUAL:g}), rms residual {rms:.3g} against a noise std of {noise_std:.3g} "
+                f"(at most {self.max_cg_iterations} iterations); the predictive mean may be off by about the "
+                "rms residual. Raise max_cg_iterations or noise_lower_bound, or use inference='exact' for small data.",
                 ConvergenceWarning, stacklevel=3,
             )
         T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
