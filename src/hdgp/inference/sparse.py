@@ -222,14 +222,17 @@ class SGPRModel(GaussianNoiseModel):
         noise = self.noise
         c = self.constant
         with torch.no_grad():
-            s = noise.detach()
+            # the coefficients cancel heavily (e.g. L^-T (I - B^-1) L^-1 - αα^T): they are computed in
+            # float64 also for float32 kernels, whose gradients were otherwise wrong by O(1)
+            K_uu, K_uf = Kuu.detach().double(), Kuf.detach().double()
+            s = noise.detach().double()
             sigma = s.sqrt()
-            eye = torch.eye(Kuu.shape[0], dtype=Kuu.dtype, device=Kuu.device)
-            jitter = self.jitter * Kuu.diagonal().mean().abs().item()
-            L, _ = robust_cholesky(Kuu.detach() + jitter * eye)
-            r = y - c.detach()
-            A, AAT, LB, cB = self._factor_b(L, Kuf.detach(), sigma, r)
-            kff_trace = kff.detach().sum()
+            eye = torch.eye(K_uu.shape[0], dtype=K_uu.dtype, device=K_uu.device)
+            jitter = self.jitter * K_uu.diagonal().mean().abs().item()
+            L, _ = robust_cholesky(K_uu + jitter * eye)
+            r = (y - c.detach()).double()
+            A, AAT, LB, cB = self._factor_b(L, K_uf, sigma, r)
+            kff_trace = kff.detach().double().sum()
             value = (
                 0.5 * n * math.log(2 * math.pi) + LB.diagonal().log().sum() + 0.5 * n * s.log()
                 + 0.5 * r.dot(r) / s - 0.5 * cB.dot(cB) + 0.5 * kff_trace / s - 0.5 * AAT.diagonal().sum()
@@ -238,17 +241,18 @@ class SGPRModel(GaussianNoiseModel):
             alpha = torch.linalg.solve_triangular(
                 L.T, torch.linalg.solve_triangular(LB.T, cB.unsqueeze(-1), upper=True), upper=True
             ).squeeze(-1)
-            resid = r - Kuf.detach().T @ alpha
+            resid = r - K_uf.T @ alpha
             Binv = torch.cholesky_inverse(LB)
             Linv = torch.linalg.solve_triangular(L, eye, upper=False)
             outer = torch.outer(alpha, alpha)
-            G_uf = (Linv.T @ (eye - Binv) @ Linv - outer) @ Kuf.detach()
+            G_uf = (Linv.T @ (eye - Binv) @ Linv - outer) @ K_uf
             G_uf.add_(torch.outer(alpha, r)).div_(s)
             G_uu = 0.5 * (Linv.T @ (eye - Binv - AAT) @ Linv - outer)
             tr_BinvAAT = (Binv * AAT).sum()
             g_s = (0.5 * (resid.dot(resid) + kff_trace) / s**2 - 0.5 * n / s
                    + 0.5 * (tr_BinvAAT - AAT.diagonal().sum()) / s)
             g_c = resid.sum() / s
+            value, G_uf, G_uu, g_s, g_c = (t.to(Kuu.dtype) for t in (value, G_uf, G_uu, g_s, g_c))
         if len(blocks) == 1:
             cross_term = (G_uf * Kuf).sum()
         else:  # K_uf has no graph: rebuild it block by block, each recomputed in the backward pass
@@ -256,7 +260,7 @@ class SGPRModel(GaussianNoiseModel):
                              for rows in blocks)
         # the jitter j = jitter·mean(diag K_uu) moves with the kernel too: ∂F/∂j = tr(G_uu)
         jitter_term = G_uu.trace() * self.jitter * Kuu.diagonal().mean()
-        surrogate_F = cross_term + (G_uu * Kuu).sum() + jitter_term + g_s * noise + g_c * c - 0.5 * kff.sum() / s
+        surrogate_F = cross_term + (G_uu * Kuu).sum() + jitter_term + g_s * noise + g_c * c - 0.5 * kff.sum() / noise.detach()
         return value - (surrogate_F - surrogate_F.detach())
 
     @torch.no_grad()
