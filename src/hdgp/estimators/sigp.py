@@ -189,15 +189,15 @@ class _SIGPBase(BaseEstimator):
             else:
                 if not fixed:  # (fixed: the one candidate, already in best_params_ in parameter order)
                     self.best_params_ = best
-                if calibrate and math.isfinite(variance_ratio) and variance_ratio > 0:
-                    self.variance_scale_ = variance_ratio
-                elif calibrate:
+                if calibrate and not (math.isfinite(variance_ratio) and variance_ratio > 0):
                     warnings.warn(
                         f"The cross-validated variance ratio is {variance_ratio!r}; the predictive "
                         "variance is not calibrated (variance_scale_ = 1).",
                         NumericalWarning,
                         stacklevel=3,
                     )
+                elif calibrate:
+                    self.variance_scale_ = variance_ratio
         best = self.best_params_
         chosen = [r for r in responses if r[0] == best["response"]]
         fits = fit_grid(

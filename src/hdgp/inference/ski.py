@@ -435,10 +435,11 @@ class SKIProjectedGPModel(GaussianNoiseModel):
                 rho = r - Ky.matmul(alpha)
                 residual = float(rho.norm() / r.norm().clamp_min(torch.finfo(r.dtype).tiny))
                 rms, noise_std = float(rho.norm()) / math.sqrt(r.shape[0]), float(self.noise.sqrt())
-                if residual <= _POSTERIOR_MAX_RESIDUAL and rms <= _POSTERIOR_MAX_RMS_PER_NOISE_STD * noise_std:
+                solved = residual <= _POSTERIOR_MAX_RESIDUAL and rms <= _POSTERIOR_MAX_RMS_PER_NOISE_STD * noise_std
+                if solved:
                     break
                 alpha = alpha + Ky.solve(rho)
-        if not (residual <= _POSTERIOR_MAX_RESIDUAL and rms <= _POSTERIOR_MAX_RMS_PER_NOISE_STD * noise_std):
+        if not solved:
             warnings.warn(
                 f"SKI conjugate gradients stopped at relative residual {residual:.3g} (tolerance "
                 f"{_POSTERIOR_MAX_RESIDUAL:g}), rms residual {rms:.3g} against a noise std of {noise_std:.3g} "
