@@ -56,7 +56,7 @@ def cross_validate(
     scores : dict
         Mean validation score of every candidate, keyed by its sorted items.
     variance_ratio : float
-        Mean squared standardised validation residual :math:`(y - \mu)^2 / v` of
+        Mean squared standardised validation residual :math:`(y - \\mu)^2 / v` of
         ``best`` over every held-out value (1 when its predictive variances
         :math:`v` are calibrated).
 
