@@ -92,6 +92,16 @@ def test_several_direction_sets_keep_the_best_marginal_likelihood():
     assert best.n_iter_ > one.n_iter_
 
 
+def test_ski_options_reach_the_engine():
+    X, y = _data(n=60)
+    options = {"num_probes": 4, "preconditioner_rank": 0, "max_cg_iterations": 300, "cg_tolerance": 1e-4}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        est = ProjectedAdditiveGPRegressor(3, inference="ski", grid_size=64, ski_options=options, max_iter=3,
+                                           random_state=0).fit(X, y)
+    assert {k: getattr(est.model_, k) for k in options} == options
+
+
 def test_single_feature_works():
     rng = np.random.default_rng(0)
     X = rng.uniform(-2, 2, size=(40, 1))
@@ -109,6 +119,11 @@ def test_single_feature_works():
         (dict(degree=2, directions="random", inference="ski"), "ski"),
         (dict(grid_size=4), "grid_size"),
         (dict(n_direction_sets=0), "n_direction_sets"),
+        (dict(ski_options="fast"), "ski_options must be a dict"),
+        (dict(ski_options={"max_cg": 5}), r"Unknown ski_options \['max_cg'\]"),
+        (dict(ski_options={"num_probes": 0}, inference="ski"), "num_probes must be a positive integer"),
+        (dict(ski_options={"cg_tolerance": 2.0}, inference="ski"), "cg_tolerance"),
+        (dict(ski_options={"preconditioner_rank": -1}, inference="ski"), "preconditioner_rank"),
     ],
 )
 def test_bad_parameters_raise_clear_errors(params, message):

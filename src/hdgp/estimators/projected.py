@@ -24,6 +24,9 @@ __all__ = ["ProjectedAdditiveGPRegressor"]
 
 ENGINES.setdefault("ski", SKIProjectedGPModel)
 
+#: Settings of SKIProjectedGPModel a user may pass through ``ski_options``.
+_SKI_OPTIONS = ("num_probes", "probe_seed", "preconditioner_rank", "max_cg_iterations", "cg_tolerance")
+
 
 class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     r"""GP regression with a projected-additive kernel (RPA-GP / DPA-GP, optionally -ARD).
@@ -62,6 +65,10 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         (``benchmarks/results/projected/README.md``).
     grid_size : int, default=512
         Grid points per projection for SKI inference.
+    ski_options : dict or None, default=None
+        Further settings of the SKI engine
+        (:class:`~hdgp.inference.ski.SKIProjectedGPModel`): ``num_probes``,
+        ``probe_seed``, ``preconditioner_rank``, ``max_cg_iterations``, ``cg_tolerance``.
     inference : {"auto", "exact", "ski", ...}, default="auto"
         ``"ski"``: additive structured kernel interpolation (1-D projections only,
         linear in n). ``"auto"``: exact up to
@@ -99,15 +106,16 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     """
 
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
-                 grid_size=512, inference="auto", n_inducing=512, noise_lower_bound=1e-4, noise_prior=None,
-                 optimizer="lbfgs", max_iter=None, n_restarts=0, random_state=None, device=None,
-                 dtype="float64", verbose=False):
+                 grid_size=512, ski_options=None, inference="auto", n_inducing=512, noise_lower_bound=1e-4,
+                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, random_state=None,
+                 device=None, dtype="float64", verbose=False):
         self.n_projections = n_projections
         self.degree = degree
         self.directions = directions
         self.ard = ard
         self.n_direction_sets = n_direction_sets
         self.grid_size = grid_size
+        self.ski_options = ski_options
         self.inference = inference
         self.n_inducing = n_inducing
         self.noise_lower_bound = noise_lower_bound
@@ -135,6 +143,12 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
             raise ValueError(f"n_direction_sets must be a positive integer, got {self.n_direction_sets!r}.")
         if not isinstance(self.grid_size, numbers.Integral) or self.grid_size < 16:
             raise ValueError(f"grid_size must be an integer >= 16, got {self.grid_size!r}.")
+        if self.ski_options is not None:
+            if not isinstance(self.ski_options, dict):
+                raise ValueError(f"ski_options must be a dict or None, got {self.ski_options!r}.")
+            unknown = sorted(set(self.ski_options) - set(_SKI_OPTIONS))
+            if unknown:
+                raise ValueError(f"Unknown ski_options {unknown}; choose from {list(_SKI_OPTIONS)}.")
         if self.inference == "ski" and max(degrees) > 1:
             raise ValueError("inference='ski' needs 1-D projections (degree=1); use inference='exact'.")
 
@@ -146,7 +160,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
         if self.inference_ == "ski":
             return SKIProjectedGPModel(kernel, grid_size=self.grid_size, noise_lower_bound=self.noise_lower_bound,
-                                       noise_prior=self._noise_prior())
+                                       noise_prior=self._noise_prior(), **(self.ski_options or {}))
         return super()._make_model(kernel, X)
 
     def _n_candidates(self) -> int:

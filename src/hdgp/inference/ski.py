@@ -28,6 +28,7 @@ cross-covariance through that projection is exactly zero.
 from __future__ import annotations
 
 import math
+import numbers
 import warnings
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -395,15 +396,20 @@ class SKIProjectedGPModel(GaussianNoiseModel):
             raise ValueError(f"grid_size must be >= 16, got {grid_size!r}.")
         super().__init__(kernel, GreaterThan(noise_lower_bound), noise_prior)
         self.grid_size = int(grid_size)
+        for name, value in (("num_probes", num_probes), ("max_cg_iterations", max_cg_iterations)):
+            if not (isinstance(value, numbers.Integral) and value >= 1):
+                raise ValueError(f"{name} must be a positive integer, got {value!r}.")
+        if not (isinstance(cg_tolerance, numbers.Real) and 0 < cg_tolerance < 1):
+            raise ValueError(f"cg_tolerance must be in (0, 1), got {cg_tolerance!r}.")
+        if preconditioner_rank != "auto" and not (isinstance(preconditioner_rank, numbers.Integral)
+                                                  and preconditioner_rank >= 0):
+            raise ValueError(f"preconditioner_rank must be 'auto' or an integer >= 0, got {preconditioner_rank!r}.")
         self.num_probes = int(num_probes)
         self.probe_seed = int(probe_seed)
-        if preconditioner_rank != "auto" and not (isinstance(preconditioner_rank, int) and preconditioner_rank >= 0):
-            raise ValueError(f"preconditioner_rank must be 'auto' or an integer >= 0, got {preconditioner_rank!r}.")
         self.preconditioner_rank = (preconditioner_rank if preconditioner_rank == "auto"
-                                    else min(preconditioner_rank, self.grid_size))
+                                    else min(int(preconditioner_rank), self.grid_size))
         self.max_cg_iterations = int(max_cg_iterations)
         self.cg_tolerance = float(cg_tolerance)
-
 
     def _grids(self, z: torch.Tensor):
         """Grid origin and spacing per projection from projected training data ``z`` (J, n)."""
@@ -483,7 +489,8 @@ class SKIProjectedGPModel(GaussianNoiseModel):
                 f"SKI conjugate gradients stopped at relative residual {residual:.3g} (tolerance "
                 f"{_POSTERIOR_MAX_RESIDUAL:g}), rms residual {rms:.3g} against a noise std of {noise_std:.3g} "
                 f"(at most {self.max_cg_iterations} iterations); the predictive mean may be off by about the "
-                "rms residual. Raise max_cg_iterations or noise_lower_bound, or use inference='exact' for small data.",
+                "rms residual. Raise max_cg_iterations (an estimator's ski_options) or noise_lower_bound, or use "
+                "inference='exact' for small data.",
                 ConvergenceWarning, stacklevel=3,
             )
         T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
