@@ -26,6 +26,7 @@ component *variances* differ by engine (:func:`component_posterior`).
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from dataclasses import dataclass
@@ -168,11 +169,20 @@ class SobolResult:
 
 @torch.no_grad()
 def compute_sobol(kernel: AdditiveKernel, X: torch.Tensor, alpha: torch.Tensor, max_terms: int = 100_000) -> SobolResult:
-    """Per-term and per-order normalised Sobol indices (OAK eqs. 12–14, 38)."""
+    """Per-term and per-order normalised Sobol indices (OAK eqs. 12–14, 38), in float64.
+
+    Each index is a quadratic form :math:`\alpha^\top L_u \alpha` whose terms cancel
+    heavily (large :math:`\alpha`); in float32 that cancellation gave indices of -0.017
+    where float64 gives +0.001, so a float32 model is explained through a float64 copy.
+    Rounding below zero is clipped at 0.
+    """
+    if X.dtype != torch.float64:
+        kernel, X, alpha = copy.deepcopy(kernel).double(), X.double(), alpha.double()
     L = sobol_matrices(kernel, X)
-    per_order = order_sobol(kernel, L, alpha)
+    per_order = order_sobol(kernel, L, alpha).clamp_min(0)
     total = per_order.sum().clamp_min(torch.finfo(per_order.dtype).tiny)
     terms, values = term_sobol(kernel, L, alpha, max_terms=max_terms)
+    values = values.clamp_min(0)
     order = torch.argsort(values, descending=True)
     return SobolResult([terms[i] for i in order.tolist()], values[order] / total, per_order / total, float(total))
 

@@ -61,6 +61,8 @@ class SinhArcsinhFlow:
     center_, scale_ : ndarray of shape (D,)
         Standardisation :math:`m, s` of :math:`t`; a constant feature keeps
         :math:`s = 1` and the identity flow, so nothing divides by zero.
+    feature_names_ : list
+        Column labels used in error messages (positions unless ``fit`` was given names).
 
     Examples
     --------
@@ -108,16 +110,19 @@ class SinhArcsinhFlow:
             raise ValueError("Input to the flow contains NaN or inf.")
         return X
 
-    def fit(self, X):
-        """Fit one flow per column of ``X`` (n_samples, n_features)."""
+    def fit(self, X, feature_names=None):
+        """Fit one flow per column of ``X`` (n_samples, n_features); ``feature_names`` label the
+        columns in error messages (default: their positions)."""
         X = self._check(X)
         n_feat = X.shape[1]
+        self.feature_names_ = [str(c) for c in feature_names] if feature_names is not None else list(range(n_feat))
         self.use_log_ = np.zeros(n_feat, dtype=bool)
         self.shift_ = X.min(0) if self.log_transform == "shifted" else None
         for j in range(n_feat if self.shift_ is None else 0):
             positive = bool((X[:, j] > 0).all())
             if self.log_transform is True and not positive:
-                raise ValueError(f"log_transform=True needs positive values, but feature {j} has values <= 0.")
+                raise ValueError(f"log_transform=True needs positive values, but feature "
+                                 f"{self.feature_names_[j]!r} has values <= 0.")
             if self.log_transform is True or (
                 self.log_transform == "auto" and positive and np.ptp(X[:, j]) > 0
                 and scipy.stats.skew(X[:, j]) > _AUTO_LOG_SKEW
@@ -140,8 +145,9 @@ class SinhArcsinhFlow:
             logged = X[:, self.use_log_]
             if (logged <= 0).any():
                 bad = np.flatnonzero(self.use_log_)[np.flatnonzero((logged <= 0).any(0))[0]]
+                name = getattr(self, "feature_names_", range(X.shape[1]))[bad]  # older saved flows: positions
                 raise ValueError(
-                    f"Feature {bad} was log-transformed when the flow was fitted, but a value "
+                    f"Feature {name!r} was log-transformed when the flow was fitted, but a value "
                     "<= 0 was given; refit with log_transform=False."
                 )
             T[:, self.use_log_] = np.log(logged)

@@ -61,8 +61,9 @@ def _level_labels(est, j):
     """The levels of discrete column ``j`` as the user gave them (DataFrame categories or numbers)."""
     values = _discrete_values(est, j)
     frame_levels = getattr(est, "frame_levels_", {})
-    if j in est.levels_ and hasattr(est, "feature_names_in_") and est.feature_names_in_[j] in frame_levels:
-        return [frame_levels[est.feature_names_in_[j]][int(code)] for code in values]
+    columns = est._frame_labels()
+    if j in est.levels_ and j < len(columns) and columns[j] in frame_levels:
+        return [frame_levels[columns[j]][int(code)] for code in values]
     return list(values)
 
 

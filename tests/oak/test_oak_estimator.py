@@ -217,3 +217,71 @@ def test_auto_two_valued_column_matches_binary_kernel_and_accepts_unseen_values(
     assert lo < mid < hi
     # Sobol shares: the binary effect is found either way
     assert auto.sobol_indices_[("x1",)] == pytest.approx(declared.sobol_indices_[("x1",)], abs=0.05)
+
+
+def _frame_data(n=60, seed=0):
+    rng = np.random.default_rng(seed)
+    a, c = rng.normal(size=n), rng.choice(["u", "v", "w"], n)
+    return rng, a, c, a + 2 * (c == "u")
+
+
+def test_text_columns_are_found_by_position_whatever_their_label_type():
+    """Integer column labels: the category column used to be read as a continuous code."""
+    _, a, c, y = _frame_data()
+    by_int = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(pd.DataFrame({0: a, 1: pd.Categorical(c)}), y)
+    by_str = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(pd.DataFrame({"0": a, "1": c}), y)
+    assert by_int.categorical_features_ == by_str.categorical_features_ == [1]
+    assert set(by_int.sobol_indices_) == {("0",), ("1",), ("0", "1")}
+    new = pd.DataFrame({0: [0.1, 0.5], 1: ["v", "u"]})
+    np.testing.assert_allclose(by_int.predict(new), by_str.predict(new.set_axis(["0", "1"], axis=1)), atol=1e-8)
+    fig = by_int.plot_components([("1",)])
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["u", "v", "w"]
+
+
+def test_missing_and_unused_categories_get_clear_errors():
+    _, a, c, y = _frame_data()
+    gaps = pd.Series(np.where(np.arange(60) % 7 == 0, None, c), dtype="category")
+    with pytest.raises(ValueError, match=r"Column 'c' has missing values \(rows \[0, 7"):
+        OAKRegressor(max_iter=5).fit(pd.DataFrame({"a": a, "c": gaps}), y)
+    est = OAKRegressor(max_order=1, max_iter=5, random_state=0).fit(
+        pd.DataFrame({"a": a, "c": pd.Categorical(c, categories=["u", "v", "w", "zz"])}), y)
+    assert est.frame_levels_["c"] == ["u", "v", "w"]  # the unused category is not a level
+    with pytest.raises(ValueError, match=r"levels \['zz'\] not seen during fit \(known: u, v, w\)"):
+        est.predict(pd.DataFrame({"a": [0.0], "c": ["zz"]}))
+    with pytest.raises(ValueError, match="missing values"):
+        est.predict(pd.DataFrame({"a": [0.0], "c": [None]}))
+
+
+def test_declarations_by_name_single_value_and_binary_text():
+    rng, a, c, y = _frame_data()
+    codes = rng.integers(0, 3, 60)
+    assert OAKRegressor(categorical_features=1, max_iter=5).fit(np.c_[a, codes], y).categorical_features_ == [1]
+    named = OAKRegressor(categorical_features="code", max_iter=5).fit(pd.DataFrame({"a": a, "code": codes}), y)
+    assert named.categorical_features_ == [1]
+    with pytest.raises(ValueError, match="mixes booleans"):
+        OAKRegressor(categorical_features=[False, 1]).fit(np.c_[a, codes], y)
+    # a two-level text column declared binary gets the binary kernel (it is categorical only by default)
+    sex = rng.choice(["M", "F"], 60)
+    est = OAKRegressor(binary_features=["sex"], max_iter=5).fit(pd.DataFrame({"a": a, "sex": sex}), y)
+    assert est.binary_features_ == [1] and est.categorical_features_ == []
+    with pytest.raises(ValueError, match=r"\['sex'\] are declared both binary and categorical"):
+        OAKRegressor(binary_features=["sex"], categorical_features=["sex"]).fit(pd.DataFrame({"a": a, "sex": sex}), y)
+
+
+def test_log_transform_error_names_the_column():
+    rng, a, c, y = _frame_data()
+    df = pd.DataFrame({"c": c, "u": rng.uniform(size=60), "s": rng.lognormal(size=60)})
+    est = OAKRegressor(max_order=1, max_iter=5, random_state=0).fit(df, y)
+    with pytest.raises(ValueError, match="Feature 's' was log-transformed"):
+        est.predict(pd.DataFrame({"c": ["u"], "u": [0.5], "s": [-1.0]}))
+
+
+def test_float32_model_has_the_float64_sobol_indices():
+    """The quadratic forms cancel: in float32 they gave an index of -0.017 where float64 gives 0.001."""
+    X = np.random.default_rng(2).normal(size=(100, 5))
+    y = X[:, 0] + X[:, 1] * X[:, 2] + 0.1 * np.random.default_rng(2).normal(size=100)
+    est = OAKRegressor(max_order=3, dtype="float32", max_iter=40, random_state=0).fit(X, y)
+    values = np.array(list(est.sobol_indices_.values()))
+    assert values.min() >= 0 and values.sum() == pytest.approx(1, abs=1e-9)
+    # x1 and x2 act only through their product: their main effects have no variance
+    assert est.sobol_indices_[("x1",)] < 0.005 and est.sobol_indices_[("x2",)] < 0.005

@@ -35,13 +35,21 @@ def _is_discrete_dtype(series: pd.Series) -> bool:
 
 
 def _column_specs(specs, n_features: int, what: str) -> list:
-    """Column names/indices as given, or the positions of True in a boolean mask (scikit-learn's
-    convention for ``categorical_features``; a mask read as indices would mean columns 0 and 1)."""
-    specs = list(specs if specs is not None else ())
-    if specs and all(isinstance(s, (bool, np.bool_)) for s in specs):
+    """Column names/indices as given (one, or a list), or the positions of True in a boolean mask
+    (scikit-learn's convention for ``categorical_features``; a mask read as indices would mean
+    columns 0 and 1)."""
+    if specs is None:
+        return []
+    if isinstance(specs, (str, numbers.Integral)) and not isinstance(specs, (bool, np.bool_)):
+        return [specs]  # one column; a string is a name, not a list of characters
+    specs = list(specs)
+    flags = [isinstance(s, (bool, np.bool_)) for s in specs]
+    if specs and all(flags):
         if len(specs) != n_features:
             raise ValueError(f"{what} as a boolean mask needs one entry per feature ({n_features}), got {len(specs)}.")
         return [j for j, flag in enumerate(specs) if flag]
+    if any(flags):
+        raise ValueError(f"{what} mixes booleans with column names/indices: {specs!r}.")
     return specs
 
 
@@ -205,14 +213,22 @@ class OAKRegressor(BaseGPRegressor):
         return int(spec) % n_features
 
     def _encode_frame(self, X, fit: bool):
-        """Replace categorical/object/string DataFrame columns by their category codes."""
+        """Replace categorical/object/string DataFrame columns by the codes of their observed levels.
+
+        ``frame_levels_`` maps a column label to its levels and ``frame_columns_`` lists the
+        labels in column order (None for arrays), so a column is found by position whatever
+        its label's type. Missing values in such a column are refused: a code for them would
+        be a hidden level.
+        """
         if not isinstance(X, pd.DataFrame):
             if fit:
-                self.frame_levels_ = {}
+                self.frame_levels_, self.frame_columns_ = {}, None
             return X
         if fit:
+            self.frame_columns_ = list(X.columns)
             self.frame_levels_ = {
-                c: list(pd.Series(X[c]).astype("category").cat.categories) for c in X.columns if _is_discrete_dtype(X[c])
+                c: list(pd.Series(X[c]).astype("category").cat.remove_unused_categories().cat.categories)
+                for c in X.columns if _is_discrete_dtype(X[c])
             }
         if not self.frame_levels_:
             return X
@@ -221,41 +237,61 @@ class OAKRegressor(BaseGPRegressor):
             if c not in X.columns:
                 continue  # validate_data reports the mismatch
             col = pd.Series(X[c])
-            unknown = set(col.dropna().unique()) - set(cats)
+            missing = np.flatnonzero(col.isna().to_numpy())
+            if missing.size:
+                raise ValueError(
+                    f"Column {c!r} has missing values (rows {missing[:5].tolist()}); fill them, or give "
+                    "'missing' a level of its own, before fitting or predicting."
+                )
+            unknown = set(col.unique()) - set(cats)
             if unknown:
-                raise ValueError(f"Column {c!r} has levels {sorted(map(str, unknown))} not seen during fit.")
+                raise ValueError(f"Column {c!r} has levels {sorted(map(str, unknown))} not seen during fit "
+                                 f"(known: {', '.join(map(str, cats))}).")
             X[c] = pd.Categorical(col, categories=cats).codes.astype(float)
         return X
+
+    def _frame_labels(self) -> list:
+        """The fitted DataFrame's column labels in order (empty for arrays)."""
+        columns = getattr(self, "frame_columns_", None)
+        if columns is None:  # a model saved before frame_columns_ existed
+            columns = list(getattr(self, "feature_names_in_", []))
+        return columns
+
+    def _frame_positions(self) -> list[int]:
+        """Positions of the DataFrame columns that ``_encode_frame`` turned into level codes."""
+        columns = self._frame_labels()
+        return [columns.index(c) for c in self.frame_levels_ if c in columns]
 
     def _resolve_features(self, X: np.ndarray) -> None:
         n_features = X.shape[1]
         names = list(map(str, self.feature_names_in_)) if hasattr(self, "feature_names_in_") else None
-        categorical = set()
-        if names is not None:
-            categorical |= {names.index(str(c)) for c in self.frame_levels_}
-        for spec in _column_specs(self.categorical_features, n_features, "categorical_features"):
-            categorical.add(self._column_index(spec, n_features, names))
+        declared_binary = [] if self.binary_features == "auto" else [
+            self._column_index(s, n_features, names)
+            for s in _column_specs(self.binary_features, n_features, "binary_features")]
+        declared_categorical = {self._column_index(spec, n_features, names)
+                                for spec in _column_specs(self.categorical_features, n_features, "categorical_features")}
+        labels = self._feature_names(n_features)
+        overlap = set(declared_binary) & declared_categorical
+        if overlap:
+            raise ValueError(f"Columns {[labels[j] for j in sorted(overlap)]} are declared both binary and categorical.")
+        # text columns are categorical unless declared binary
+        categorical = declared_categorical | (set(self._frame_positions()) - set(declared_binary))
         if self.binary_features == "auto":
             binary = set()
             two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
         else:
-            binary = {self._column_index(s, n_features, names)
-                      for s in _column_specs(self.binary_features, n_features, "binary_features")}
-            two_point = set()
-        overlap = binary & categorical
-        if overlap:
-            raise ValueError(f"Columns {sorted(overlap)} are declared both binary and categorical.")
+            binary, two_point = set(declared_binary), set()
         self.levels_ = {}
         for j in sorted(categorical | binary):
             levels = np.unique(X[:, j])
             if j in categorical and not np.all(levels == np.round(levels)):
                 raise ValueError(
-                    f"Column {j} is declared categorical but holds non-integer numbers "
+                    f"Column {labels[j]!r} is declared categorical but holds non-integer numbers "
                     f"(e.g. {levels[levels != np.round(levels)][0]!r}); encode its levels as integers "
                     "or strings, or treat it as continuous."
                 )
             if j in binary and len(levels) != 2:
-                raise ValueError(f"Column {j} is declared binary but has {len(levels)} distinct values.")
+                raise ValueError(f"Column {labels[j]!r} is declared binary but has {len(levels)} distinct values.")
             self.levels_[j] = levels
         self.two_point_values_ = {}
         for j in sorted(two_point):
@@ -276,7 +312,9 @@ class OAKRegressor(BaseGPRegressor):
             X_cont = X[:, cont]
             if fit:
                 self.input_min_, self.input_max_ = X_cont.min(0), X_cont.max(0)
-                self.flow_ = SinhArcsinhFlow(self.log_transform).fit(X_cont) if self.flow else None
+                labels = self._feature_names(X.shape[1])
+                self.flow_ = (SinhArcsinhFlow(self.log_transform).fit(X_cont, [labels[j] for j in cont])
+                              if self.flow else None)
                 if not self.flow:
                     super()._transform_inputs(X_cont, fit=True)
             elif self.clip_inputs:
@@ -378,10 +416,13 @@ class OAKRegressor(BaseGPRegressor):
         self.components_ = explain.select_terms(self.sobol_, self.sobol_threshold)
         return self
 
-    def _feature_names(self) -> list[str]:
+    def _feature_names(self, n_features: int | None = None) -> list[str]:
+        """Column labels as strings: DataFrame columns (any label type), else ``x0, x1, ...``."""
         if hasattr(self, "feature_names_in_"):
             return [str(c) for c in self.feature_names_in_]
-        return [f"x{i}" for i in range(self.n_features_in_)]
+        if getattr(self, "frame_columns_", None) is not None:
+            return [str(c) for c in self.frame_columns_]
+        return [f"x{i}" for i in range(self.n_features_in_ if n_features is None else n_features)]
 
     def _prepare_predict_inputs(self, X) -> torch.Tensor:
         check_is_fitted(self, "posterior_")

@@ -140,9 +140,7 @@ class OAKClassifier(GPClassifier):
         return self.encoder_._discrete_columns()
 
     def _feature_names(self) -> list[str]:
-        if hasattr(self, "feature_names_in_"):
-            return [str(c) for c in self.feature_names_in_]
-        return [f"x{i}" for i in range(self.n_features_in_)]
+        return self.encoder_._feature_names(self.n_features_in_)
 
     def _after_fit(self) -> None:
         names = self._feature_names()
