@@ -216,6 +216,19 @@ def test_date_columns_enter_the_model_as_days_and_parse_alike_at_predict_time():
         schema.encode(bad)
 
 
+def test_new_dates_must_use_the_training_format():
+    """Day-first text at predict time after ISO at fit was re-guessed month-first: 30 days off, silently."""
+    frame = pd.DataFrame({"when": ["2021-03-04", "2021-05-06", "2021-07-08"], "x": [1.0, 2.0, 3.0],
+                          "y": [0.1, 0.2, 0.4]})
+    schema, X, _ = TableSchema.infer(frame, "y")
+    assert schema.date_formats == {"when": "%Y-%m-%d"}
+    with pytest.raises(TableError, match=r"rows 1, 2 contain '04/03/2021', '06/05/2021' .*training format '%Y-%m-%d'"):
+        schema.encode(X.assign(when=["04/03/2021", "06/05/2021", "2021-07-08"]))
+    typed, X_t, _ = TableSchema.infer(frame.assign(when=pd.to_datetime(frame["when"])), "y")
+    assert typed.date_formats == {}  # a datetime dtype has no text format; text still parses
+    np.testing.assert_array_equal(typed.encode(X)["when"], schema.encode(X)["when"])
+
+
 @pytest.mark.parametrize("values", [["March", "April", "May"], ["1st", "2nd", "3rd"], ["10:30", "11:45", "12:00"],
                                     ["1/2", "3/4", "5/6"]])
 def test_text_that_pandas_would_read_as_dates_without_a_year_stays_categorical(values):

@@ -16,6 +16,7 @@ from typing import ClassVar
 
 import numpy as np
 import pandas as pd
+from pandas.tseries.api import guess_datetime_format
 
 __all__ = ["TableError", "TableSchema", "read_table", "infer_task", "MAX_CATEGORICAL_LEVELS", "MAX_CLASSES",
            "TASKS"]
@@ -148,9 +149,10 @@ def _refuse_separated_numbers(series: pd.Series, name: str) -> None:
         )
 
 
-def _as_dates(series: pd.Series):
+def _as_dates(series: pd.Series, fmt: str | None = None):
     """The column as datetimes when every cell is one (a datetime dtype, or text with a year such
-    as '2024-03-01' or '05/01/2021', in one format that pandas recognises), else None.
+    as '2024-03-01' or '05/01/2021', in one format that pandas recognises, or in ``fmt`` when
+    given), else None.
 
     The year is required: pandas also reads 'March', '1st', '10:30' and '1/2' as dates,
     and those are categories.
@@ -163,8 +165,15 @@ def _as_dates(series: pd.Series):
         return None
     with warnings.catch_warnings():  # pandas warns when it cannot infer one format
         warnings.simplefilter("ignore")
-        dates = pd.to_datetime(series, errors="coerce")
+        dates = pd.to_datetime(series, format=fmt, errors="coerce")
     return dates if len(dates) and dates.notna().all() else None
+
+
+def _date_format(series: pd.Series) -> str | None:
+    """The strftime format of a text date column (as pandas infers it from the first cell), or None."""
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return None
+    return guess_datetime_format(str(series.iloc[0]))
 
 
 def _days(dates: pd.Series) -> pd.Series:
@@ -214,10 +223,14 @@ class TableSchema:
         regression.
     task_reason : str
         Why :meth:`infer` chose the task (shown in progress output and reports).
+    date_formats : dict
+        ``date column -> strftime format`` of text dates in the training table; new
+        tables must use the same format ('04/03/2021' read month-first at fit is not
+        re-read day-first at predict).
 
     Notes
     -----
-    ``task``, ``classes`` and ``task_reason`` are class-level defaults overridden
+    ``task``, ``classes``, ``task_reason`` and ``date_formats`` are class-level defaults overridden
     per instance rather than dataclass fields, so model files written before
     classification support (which lack them) still load, as regression.
     """
@@ -232,6 +245,7 @@ class TableSchema:
     task: ClassVar[str] = "regression"
     classes: ClassVar[tuple] = ()
     task_reason: ClassVar[str] = ""
+    date_formats: ClassVar[dict] = {}
 
     # ---------------------------------------------------------------- infer
     @classmethod
@@ -326,6 +340,8 @@ class TableSchema:
                 levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
         schema = cls(target=target, features=features, kinds=kinds,
                      dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
+        schema.date_formats = {c: fmt for c in features if kinds[c] == "datetime"
+                               if (fmt := _date_format(used[c])) is not None}
         schema.task, schema.task_reason, schema.classes, y = _target(used[target], target, task)
         return schema, used[features], y
 
@@ -397,17 +413,19 @@ class TableSchema:
             return _days(self.dates(series, name))
         return _numeric_or_error(series, name, " (this column was numeric when the model was trained)")
 
-    @staticmethod
-    def dates(series: pd.Series, name: str) -> pd.Series:
-        """A date column's cells as datetimes; a TableError names the cells that are not dates."""
-        dates = _as_dates(series)
+    def dates(self, series: pd.Series, name: str) -> pd.Series:
+        """A date column's cells as datetimes, in the training table's format; a TableError names
+        the cells that are not dates in it."""
+        fmt = self.date_formats.get(name)
+        dates = _as_dates(series, fmt)
         if dates is None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                bad = pd.to_datetime(series, errors="coerce").isna().to_numpy()
+                bad = pd.to_datetime(series, format=fmt, errors="coerce").isna().to_numpy()
+            expected = f"dates in the training format {fmt!r}" if fmt else "dates in one format"
             raise TableError(f"Column {name!r} held dates when the model was trained, but rows "
                              f"{_rows(series.index[bad])} contain {', '.join(map(repr, series[bad].head(_SHOW).astype(str)))} "
-                             "(all cells of a date column must be dates in one format).")
+                             f"(all cells of a date column must be {expected}).")
         return dates
 
     def level_labels(self, column: str, codes) -> list:
