@@ -69,6 +69,22 @@ def test_oak_with_dataframe_and_text_column_keeps_sobol_and_components(tmp_path)
     assert list(back.feature_names_in_) == ["a", "b", "c", "g"]
 
 
+@pytest.mark.parametrize("levels", [
+    pd.IntervalIndex.from_breaks([-5.0, -0.5, 0.5, 5.0]),
+    pd.date_range("2020-01-01", periods=3, tz="Europe/Paris"),
+    pd.period_range("2020-01", periods=3, freq="M"),
+    pd.to_timedelta([1, 2, 3], unit="D"),
+], ids=["interval", "timestamp", "period", "timedelta"])
+def test_oak_with_pandas_scalar_categories_round_trips(tmp_path, levels):
+    """Category levels from pd.cut, dates, periods and durations used to make the model unsavable."""
+    codes = np.digitize(X[:, 0], [-0.5, 0.5])
+    frame = pd.DataFrame({"a": X[:, 1], "c": pd.Categorical(np.asarray(levels)[codes])})
+    est = hdgp.preset("OAK", random_state=0, max_iter=5, max_order=2).fit(frame, Y)
+    back = hdgp.load(hdgp.save(est, tmp_path / "oak.hdgp"))
+    assert back.frame_levels_ == est.frame_levels_ and type(back.frame_levels_["c"][0]) is type(levels[0])
+    np.testing.assert_array_equal(back.predict(frame.iloc[:5]), est.predict(frame.iloc[:5]))
+
+
 def test_sigp_classifier_round_trip(tmp_path):
     labels = np.where(Y > np.median(Y), "yes", "no")
     est = hdgp.preset("SIGP-classifier", random_state=0, rank=2, lengthscale=2.0, eta=1e-3, mean_penalty=1.0)

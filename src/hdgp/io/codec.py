@@ -18,6 +18,8 @@ list                                     ``list`` of nodes
 ``{"$strarray": [...], "dtype": d}``     ``numpy.ndarray`` of strings/objects (1-D)
 ``{"$np": dtype, "value": v}``           NumPy scalar
 ``{"$dtype": name}``                     ``torch.dtype``
+``{"$pandas": kind, ...}``               pandas ``Timestamp`` / ``Timedelta`` (ns, tz), ``Period``
+                                         (text, freq) or ``Interval`` (ends, closed): category levels
 ``{"$object": "hdgp.mod.Class", ...}``   hdgp object rebuilt from its attribute dict
 ``{"$module": path}``                    sub-module of the estimator's model (by name)
 =====================================  ============================================
@@ -31,6 +33,7 @@ import math
 import numbers
 
 import numpy as np
+import pandas as pd
 import torch
 
 __all__ = ["StateEncoder", "StateDecoder", "UnsupportedStateError"]
@@ -98,6 +101,16 @@ class StateEncoder:
             if value.ndim == 1:
                 return {"$strarray": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value.tolist())],
                         "dtype": value.dtype.str if value.dtype.kind in "US" else "object"}
+        if isinstance(value, pd.Timestamp):
+            return {"$pandas": "Timestamp", "ns": int(value.as_unit("ns").value),
+                    "tz": None if value.tz is None else str(value.tz)}
+        if isinstance(value, pd.Timedelta):
+            return {"$pandas": "Timedelta", "ns": int(value.as_unit("ns").value)}
+        if isinstance(value, pd.Period):
+            return {"$pandas": "Period", "value": str(value), "freq": value.freqstr}
+        if isinstance(value, pd.Interval):
+            return {"$pandas": "Interval", "left": self.encode(value.left, where),
+                    "right": self.encode(value.right, where), "closed": value.closed}
         if isinstance(value, tuple):
             return {"$tuple": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]}
         if isinstance(value, list):
@@ -151,6 +164,19 @@ class StateDecoder:
         except (KeyError, TypeError):
             raise ValueError(f"the manifest refers to a missing tensor {key!r}") from None
 
+    def _pandas(self, node):
+        kind = node["$pandas"]
+        if kind == "Timestamp":
+            return pd.Timestamp(node["ns"], unit="ns", tz="UTC").tz_convert(node["tz"]) if node["tz"] \
+                else pd.Timestamp(node["ns"], unit="ns")
+        if kind == "Timedelta":
+            return pd.Timedelta(node["ns"], unit="ns")
+        if kind == "Period":
+            return pd.Period(node["value"], freq=node["freq"])
+        if kind == "Interval":
+            return pd.Interval(self.decode(node["left"]), self.decode(node["right"]), closed=node["closed"])
+        raise ValueError(f"unknown pandas value kind {kind!r}")
+
     def decode(self, node):
         """Decode one JSON node (raises ``ValueError`` on malformed input)."""
         if node is None or isinstance(node, (bool, int, float, str)):
@@ -180,6 +206,8 @@ class StateDecoder:
             return np.dtype(node[tag]).type(self.decode(node["value"]))
         if tag == "$dtype":
             return _TORCH_DTYPES[node[tag]]
+        if tag == "$pandas":
+            return self._pandas(node)
         if tag == "$module":
             if self.modules is None or node[tag] not in self.modules:
                 raise ValueError(f"reference to unknown model part {node[tag]!r}")

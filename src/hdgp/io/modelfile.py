@@ -75,8 +75,9 @@ from .rebuild import load_state, module_slots, rebuild_module, slot_name
 
 __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "read_manifest"]
 
-#: (major, minor) of the format this version writes.
-FORMAT_VERSION = (1, 0)
+#: (major, minor) of the format this version writes. 1.1 added ``$pandas`` nodes (pandas scalars
+#: as category levels); a 1.0 reader warns on such a file and fails on the node.
+FORMAT_VERSION = (1, 1)
 _FORMAT_NAME = "hdgp-model"
 _MANIFEST = "manifest.json"
 _TENSORS = "tensors.pt"
