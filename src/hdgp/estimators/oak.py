@@ -142,6 +142,11 @@ class OAKRegressor(BaseGPRegressor):
         training frequency of the upper one.
     levels_ : dict
         Column index → sorted training levels of every categorical and declared binary column.
+    frame_levels_ : dict
+        DataFrame column label → its observed levels (categories, text, ...) in code order;
+        empty for array input.
+    frame_columns_ : list or None
+        The training DataFrame's column labels in order (None for array input).
     input_min_, input_max_ : ndarray of shape (len(continuous_features_),)
         Training range of the continuous features (used by ``clip_inputs``).
     flow_ : SinhArcsinhFlow or None
@@ -268,12 +273,14 @@ class OAKRegressor(BaseGPRegressor):
         declared_binary = [] if self.binary_features == "auto" else [
             self._column_index(s, n_features, names)
             for s in _column_specs(self.binary_features, n_features, "binary_features")]
-        declared_categorical = {self._column_index(spec, n_features, names)
-                                for spec in _column_specs(self.categorical_features, n_features, "categorical_features")}
+        declared_categorical = {
+            self._column_index(spec, n_features, names)
+            for spec in _column_specs(self.categorical_features, n_features, "categorical_features")}
         labels = self._feature_names(n_features)
         overlap = set(declared_binary) & declared_categorical
         if overlap:
-            raise ValueError(f"Columns {[labels[j] for j in sorted(overlap)]} are declared both binary and categorical.")
+            raise ValueError(
+                f"Columns {[labels[j] for j in sorted(overlap)]} are declared both binary and categorical.")
         # text columns are categorical unless declared binary
         categorical = declared_categorical | (set(self._frame_positions()) - set(declared_binary))
         if self.binary_features == "auto":

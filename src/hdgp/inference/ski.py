@@ -290,12 +290,13 @@ def _preconditioner_ranks(h: torch.Tensor, coef: torch.Tensor, noise: torch.Tens
     On a grid of width :math:`L_j = (m-1) h_j` unit length-scales, DCT mode :math:`k` has frequency
     :math:`\\omega_k = \\pi k / L_j`, and the RBF sub-kernel's spectral density gives it an eigenvalue
     of about :math:`c_j \\sqrt{2\\pi}\\, (n / L_j)\\, e^{-\\omega_k^2/2}` in :math:`c_j W_j T_j W_j^\\top`
-    (``n / L_j`` rows per unit length; :math:`L_j` at least 1). Modes down to :data:`_PRECONDITIONER_TOL` times the noise
-    variance are kept. A short length-scale needs many modes (a fixed 16 per projection left the
-    preconditioned log-determinant estimate so noisy at :math:`\\ell \\approx 0.1` that L-BFGS stalled
-    at +0.10 nats per row, against -0.49 reachable); a long one needs a few. At most
-    :data:`_PRECONDITIONER_MAX_COLUMNS` in total, shared in proportion. Chosen from detached values,
-    so the ranks are piecewise constant in the hyperparameters.
+    (``n / L_j`` rows per unit length; :math:`L_j` at least 1). Modes down to
+    :data:`_PRECONDITIONER_TOL` times the noise variance are kept. A short length-scale needs many
+    modes (a fixed 16 per projection left the preconditioned log-determinant estimate so noisy at
+    :math:`\\ell \\approx 0.1` that L-BFGS stalled at +0.10 nats per row, against -0.49 reachable);
+    a long one needs a few. At most :data:`_PRECONDITIONER_MAX_COLUMNS` in total, shared in
+    proportion. Chosen from detached values, so the ranks are piecewise constant in the
+    hyperparameters.
     """
     width = (m - 1) * h.detach()
     peak = coef.detach().clamp_min(0) * math.sqrt(2 * math.pi) * n / (width.clamp_min(1.0) * noise.detach())
