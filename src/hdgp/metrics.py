@@ -1,38 +1,76 @@
-"""Regression metrics used in the papers (on whatever scale the caller passes)."""
+"""Regression metrics used in the papers (on whatever scale the caller passes).
+
+Every metric takes 1-D arrays of the same length :math:`n \\ge 1` (other shapes
+are flattened) and raises a ``ValueError`` naming the offending argument when
+lengths differ, a value is not finite, or a predictive standard deviation is
+out of range; nothing is broadcast.
+"""
 
 from __future__ import annotations
+
+import numbers
 
 import numpy as np
 
 __all__ = ["rmse", "mse", "nlpd", "interval_coverage"]
 
 
+def _checked(metric: str, **arrays) -> list[np.ndarray]:
+    """``arrays`` as finite 1-D float arrays of one common, non-zero length."""
+    out = {name: np.asarray(a, float).ravel() for name, a in arrays.items()}
+    lengths = {name: a.size for name, a in out.items()}
+    if len(set(lengths.values())) > 1:
+        sizes = ", ".join(f"{name} has {n}" for name, n in lengths.items())
+        raise ValueError(f"{metric}: inputs must have the same length; {sizes} values.")
+    if not next(iter(lengths.values())):
+        raise ValueError(f"{metric}: inputs are empty; need at least one target.")
+    for name, a in out.items():
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{metric}: {name} must be finite; it has {int(np.sum(~np.isfinite(a)))} "
+                             "NaN or infinite value(s).")
+    return list(out.values())
+
+
+def _check_std(metric: str, std: np.ndarray, allow_zero: bool) -> None:
+    bad = std < 0 if allow_zero else std <= 0
+    if np.any(bad):
+        need = "non-negative" if allow_zero else "positive"
+        raise ValueError(f"{metric}: predictive standard deviations must be {need}; "
+                         f"{int(bad.sum())} are not (smallest {std.min():g}).")
+
+
 def rmse(y_true, y_pred) -> float:
-    """Root mean squared error."""
+    r"""Root mean squared error, :math:`\sqrt{\frac1n\sum_i (y_i - \hat y_i)^2}`."""
     return float(np.sqrt(mse(y_true, y_pred)))
 
 
 def mse(y_true, y_pred) -> float:
-    """Mean squared error."""
-    y_true, y_pred = np.asarray(y_true, float).ravel(), np.asarray(y_pred, float).ravel()
+    r"""Mean squared error, :math:`\frac1n\sum_i (y_i - \hat y_i)^2`."""
+    y_true, y_pred = _checked("mse", y_true=y_true, y_pred=y_pred)
     return float(np.mean((y_true - y_pred) ** 2))
 
 
 def nlpd(y_true, mean, std) -> float:
     r"""Mean negative log predictive density under Gaussian predictions.
 
-    .. math:: -\frac1n\sum_i \log N(y_i \mid \mu_i, s_i^2)
+    .. math:: -\frac1n\sum_i \log N(y_i \mid \mu_i, s_i^2), \qquad s_i > 0
     """
-    y_true, mean, std = (np.asarray(a, float).ravel() for a in (y_true, mean, std))
-    if np.any(std <= 0):
-        raise ValueError("Predictive standard deviations must be positive to compute NLPD.")
+    y_true, mean, std = _checked("nlpd", y_true=y_true, mean=mean, std=std)
+    _check_std("nlpd", std, allow_zero=False)
     return float(np.mean(0.5 * np.log(2 * np.pi * std**2) + 0.5 * ((y_true - mean) / std) ** 2))
 
 
 def interval_coverage(y_true, mean, std, level: float = 0.95) -> float:
-    """Fraction of targets inside the central ``level`` Gaussian predictive interval."""
+    r"""Fraction of targets inside the central ``level`` Gaussian predictive interval.
+
+    .. math:: \frac1n\sum_i \mathbf 1\big[|y_i - \mu_i| \le z\, s_i\big],
+              \qquad z = \Phi^{-1}\big(\tfrac12 + \tfrac{\text{level}}2\big),\ 0 < \text{level} < 1,\ s_i \ge 0
+    """
     from scipy.stats import norm
 
+    if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
+        raise ValueError(f"interval_coverage: level must be a number in (0, 1) such as 0.95, got {level!r}.")
+    y_true, mean, std = _checked("interval_coverage", y_true=y_true, mean=mean, std=std)
+    _check_std("interval_coverage", std, allow_zero=True)
     z = norm.ppf(0.5 + level / 2)
-    y_true, mean, std = (np.asarray(a, float).ravel() for a in (y_true, mean, std))
     return float(np.mean(np.abs(y_true - mean) <= z * std))

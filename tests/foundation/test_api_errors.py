@@ -43,3 +43,23 @@ def test_categorical_features_as_a_boolean_mask():
     assert est.categorical_features_ == [2]  # a mask read as indices would have meant columns 0 and 1
     with pytest.raises(ValueError, match="boolean mask needs one entry per feature"):
         hdgp.OAKRegressor(categorical_features=[False, True]).fit(Xc, X[:, 0])
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: hdgp.metrics.rmse([1.0, 2.0, 3.0], [1.0]), "same length; y_true has 3, y_pred has 1"),
+    (lambda: hdgp.metrics.nlpd([1.0, 2.0, 3.0], [1.0, 2.0, 3.0], [1.0]), "same length.*std has 1"),
+    (lambda: hdgp.metrics.mse([1.0, np.nan], [1.0, 2.0]), "y_true must be finite"),
+    (lambda: hdgp.metrics.nlpd([1.0, 2.0], [1.0, 2.0], [np.nan, 1.0]), "std must be finite"),
+    (lambda: hdgp.metrics.nlpd([1.0, 2.0], [1.0, 2.0], [0.0, 1.0]), "must be positive"),
+    (lambda: hdgp.metrics.interval_coverage([1.0, 2.0], [1.0, 2.0], [-1.0, 1.0]), "must be non-negative"),
+    (lambda: hdgp.metrics.interval_coverage([1.0], [1.0], [1.0], level=1.5), r"level must be a number in \(0, 1\)"),
+    (lambda: hdgp.metrics.interval_coverage([1.0], [1.0], [1.0], level=0), r"level must be a number in \(0, 1\)"),
+    (lambda: hdgp.metrics.rmse([], []), "inputs are empty"),
+])
+def test_metrics_reject_mismatched_non_finite_or_out_of_range_inputs(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_interval_coverage_allows_zero_std():
+    assert hdgp.metrics.interval_coverage([1.0, 2.0], [1.0, 2.5], [0.0, 1.0], level=0.5) == 1.0
