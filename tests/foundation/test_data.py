@@ -78,3 +78,21 @@ def test_rbf_ard_matches_paper_on_housing_ten_splits(data_dir):
         est = hdgp.preset("RBF-ARD", random_state=split).fit(ds.X_train, ds.y_train)
         rmses.append(hdgp.metrics.rmse(ds.y_test, est.predict(ds.X_test)))
     assert abs(np.mean(rmses) - 0.31) <= 0.017  # much better would mean test data leaked into the fit
+
+
+def test_unknown_name_without_data_folder_says_what_was_looked_for_and_where(monkeypatch, tmp_path):
+    monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
+    with pytest.raises(FileNotFoundError, match=r"'diabets' is not built in.*uci/diabets/data\.csv\.gz.*"
+                                                r"HDGP_DATA_DIR is not set.*Did you mean 'diabetes'\?.*export HDGP_DATA_DIR="):
+        data.load("diabets")
+    with pytest.raises(FileNotFoundError, match="has no 'uci/' folder"):
+        data.load("yacht", data_dir=tmp_path)
+
+
+def test_unknown_uci_name_suggests_the_close_one(tmp_path):
+    folder = tmp_path / "uci" / "yacht"
+    folder.mkdir(parents=True)
+    (folder / "data.csv.gz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"Unknown data set 'yachtt'.*uci/yachtt/data\.csv\.gz.*"
+                                         r"Did you mean 'yacht'.*Available: .*yacht"):
+        data.load("yachtt", data_dir=tmp_path)

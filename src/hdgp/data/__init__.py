@@ -8,6 +8,9 @@
 
 from __future__ import annotations
 
+import difflib
+import os
+
 import numpy as np
 from sklearn.utils import Bunch
 
@@ -38,6 +41,43 @@ def _random_split(X, y, split: int):
     return X[train], y[train], X[test], y[test]
 
 
+def _suggestion(name: str, names) -> str:
+    """`` Did you mean 'x'?`` for names close to ``name`` (case-insensitive), else ``""``."""
+    by_lower = {n.lower(): n for n in names}
+    close = difflib.get_close_matches(name.lower(), list(by_lower), n=3, cutoff=0.6)
+    return f" Did you mean {' or '.join(repr(by_lower[c]) for c in close)}?" if close else ""
+
+
+def _check_uci_name(name: str, data_dir) -> None:
+    """Raise a helpful error unless ``name`` is a UCI set at ``<data folder>/uci/<name>/data.csv.gz``.
+
+    Raises
+    ------
+    FileNotFoundError
+        The data folder (``data_dir`` or ``$HDGP_DATA_DIR``) is unset, missing or has no ``uci/``.
+    ValueError
+        The folder exists but holds no set called ``name`` (the message lists the valid names).
+    """
+    builtin = [*_SKLEARN, *SYNTHETIC]
+    root = find_data_dir(data_dir)
+    wanted = f"a UCI set at <data folder>/uci/{name}/data.csv.gz"
+    if root is None or not (root / "uci").is_dir():
+        given = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
+        why = (f"{DATA_DIR_ENV} is not set" if not given else f"{str(given)!r} is not a folder" if root is None
+               else f"{str(root)!r} has no 'uci/' folder")
+        raise FileNotFoundError(
+            f"Data set {name!r} is not built in (built-in: {', '.join(builtin)}), so it was looked for as {wanted}, "
+            f"but {why}.{_suggestion(name, builtin)} Set the environment variable {DATA_DIR_ENV} (or pass "
+            f"data_dir=) to the folder that contains 'uci/', e.g. `export {DATA_DIR_ENV}=/path/to/shared/data`."
+        )
+    available = uci_names(root)
+    if name not in available:
+        raise ValueError(
+            f"Unknown data set {name!r}: not built in and no {str(root / 'uci' / name / 'data.csv.gz')!r}."
+            f"{_suggestion(name, builtin + available)} Available: {', '.join(builtin + available)}."
+        )
+
+
 def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **generator_kwargs) -> Bunch:
     """Load a train/test split of a named data set.
 
@@ -58,6 +98,14 @@ def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **
     Returns
     -------
     Bunch with ``X_train, y_train, X_test, y_test, feature_names, name, split, n_splits``.
+
+    Raises
+    ------
+    FileNotFoundError
+        ``name`` is not built in and the data folder is unset, missing or lacks ``uci/``.
+    ValueError
+        Unknown ``name`` (the message suggests close names and lists the valid ones) or
+        ``split`` out of range.
     """
     if name in SYNTHETIC:
         X, y = SYNTHETIC[name](rng=split, **generator_kwargs)
@@ -70,8 +118,7 @@ def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **
         X_train, y_train, X_test, y_test = _random_split(raw.data, raw.target.astype(float), split)
         n_splits, features = _N_RANDOM_SPLITS, list(raw.feature_names)
     else:
-        if name not in uci_names(data_dir) and find_data_dir(data_dir) is not None:
-            raise ValueError(f"Unknown data set {name!r}. Available: {', '.join(list_datasets(data_dir))}.")
+        _check_uci_name(name, data_dir)
         X_train, y_train, X_test, y_test, n_splits = load_uci(name, split, data_dir)
         features = [f"x{i}" for i in range(X_train.shape[1])]
     if not (0 <= split < n_splits):
