@@ -231,3 +231,22 @@ def test_non_finite_variance_ratio_warns_and_stays_uncalibrated(monkeypatch):
         model = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X, y)
     assert model.variance_scale_ == 1.0
     assert np.isfinite(model.predict(X, return_std=True)[1]).all()
+
+
+def test_training_folds_too_small_for_the_rank_leave_the_variance_uncalibrated():
+    """Folds with fewer than rank + 6 rows nearly interpolate; their variance ratio is noise.
+
+    (n = 8, rank 3, cv = 3 trains on 5-6 rows, 1-2 residual degrees of freedom:
+    variance_scale_ was about 1e4; with 2-row folds it reached 1e9.)
+    """
+    X, y = _regression(n=8)
+    for rank, cv in ((3, 3), (1, 4)):
+        with pytest.warns(NumericalWarning, match=rf"not calibrated.*rank-{rank} fit needs at least rank \+ 6"):
+            model = SIGPRegressor(**{**FIXED, "rank": rank}, cv=cv).fit(X, y)
+        assert model.variance_scale_ == 1.0
+    with pytest.warns(NumericalWarning, match="not calibrated"):  # rank chosen by CV, then checked
+        model = SIGPRegressor(**{**FIXED, "rank": [1, 2]}, cv=3).fit(X, y)
+    assert model.variance_scale_ == 1.0
+    X, y = _regression(n=30)
+    model = SIGPRegressor(**FIXED, cv=3).fit(X, y)  # folds of 20 rows: calibrated
+    assert model.variance_scale_ != 1.0

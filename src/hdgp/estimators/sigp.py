@@ -62,6 +62,12 @@ __all__ = ["SIGPRegressor", "SIGPClassifier"]
 _RESPONSE_RIDGE = 1e-4
 #: Response-kernel bandwidth in sd(y): the authors' exp(-(y - y')^2 / sd(y)^2).
 _Y_BANDWIDTH = 1.0 / math.sqrt(2.0)
+#: Residual degrees of freedom d every CV training fold must keep beyond the intercept and
+#: the rank for the variance calibration. The calibration averages (y - mu)^2 / v, and v is
+#: dominated by the fold's noise estimate sigma^2 chi^2_d / (n - 1): E[1/chi^2_d] is finite
+#: only for d > 2 and its variance only for d > 4 (at d = 0, the fit interpolates and v hits
+#: the noise floor, giving ratios of 1e10 and more).
+_CALIBRATION_DOF = 5
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
     # times sqrt(number of features): from very local (k ~ e^-4 between typical points)
@@ -100,6 +106,32 @@ def _candidates(name: str, value, scale: float = 1.0) -> list:
 def _neg_mse(Y_true: torch.Tensor, mean: torch.Tensor) -> float:
     """CV score: minus the mean squared error (standardised targets or ±1 codes)."""
     return -float(((Y_true - mean) ** 2).mean())
+
+
+def _calibration_obstacle(folds, rank: int, ratio: float = 1.0) -> str | None:
+    r"""Why the CV folds cannot calibrate the variance of a rank-``rank`` fit (None if they can).
+
+    A training fold of :math:`n_f` rows leaves :math:`d = n_f - 1 - m` residual degrees of
+    freedom to its noise estimate (intercept and :math:`m` projections); the calibration
+    needs :math:`d \ge` ``_CALIBRATION_DOF`` in every fold, and a finite positive ``ratio``.
+    """
+    smallest = min(len(train) for train, _ in folds)
+    needed = rank + 1 + _CALIBRATION_DOF
+    if smallest < needed:
+        return (f"the smallest cross-validation training fold has {smallest} rows, and calibrating a "
+                f"rank-{rank} fit needs at least rank + {1 + _CALIBRATION_DOF} = {needed} (lower rank or cv)")
+    if not (math.isfinite(ratio) and ratio > 0):
+        return f"the cross-validated variance ratio is {ratio!r}"
+    return None
+
+
+def _warn_uncalibrated(reason: str) -> None:
+    """Warn (at the caller of ``fit``) that ``variance_scale_`` stays 1."""
+    warnings.warn(
+        f"The predictive variance is not calibrated (variance_scale_ = 1): {reason}.",
+        NumericalWarning,
+        stacklevel=4,
+    )
 
 
 class _SIGPBase(BaseEstimator):
@@ -144,7 +176,9 @@ class _SIGPBase(BaseEstimator):
 
         With ``calibrate``, ``variance_scale_`` is the cross-validated variance ratio of
         the chosen hyper-parameters (:func:`~hdgp.sigp.cv.cross_validate`; the folds are
-        fitted for it even when every hyper-parameter is fixed), otherwise 1.
+        fitted for it even when every hyper-parameter is fixed), otherwise 1. It also
+        stays 1, with a warning, when a training fold is too small for the chosen rank
+        (:func:`_calibration_obstacle`).
         """
         n, p = X.shape
         grid = dict(
@@ -171,6 +205,9 @@ class _SIGPBase(BaseEstimator):
             )
             if self.mean == "linear":
                 self.best_params_["mean_penalty"] = grid["mean_penalties"][0]
+            if calibrate and (obstacle := _calibration_obstacle(folds, self.best_params_["rank"])):
+                _warn_uncalibrated(obstacle)
+                calibrate = False
         if not fixed or calibrate:
             cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
             try:
@@ -189,13 +226,8 @@ class _SIGPBase(BaseEstimator):
             else:
                 if not fixed:  # (fixed: the one candidate, already in best_params_ in parameter order)
                     self.best_params_ = best
-                if calibrate and not (math.isfinite(variance_ratio) and variance_ratio > 0):
-                    warnings.warn(
-                        f"The cross-validated variance ratio is {variance_ratio!r}; the predictive "
-                        "variance is not calibrated (variance_scale_ = 1).",
-                        NumericalWarning,
-                        stacklevel=3,
-                    )
+                if calibrate and (obstacle := _calibration_obstacle(folds, best["rank"], variance_ratio)):
+                    _warn_uncalibrated(obstacle)
                 elif calibrate:
                     self.variance_scale_ = variance_ratio
         best = self.best_params_
@@ -295,6 +327,10 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         subspace is estimated from the same y as the covariance parameters, so the
         in-sample maximum-likelihood variance is optimistic: uncalibrated, test errors
         on the UCI sets ran up to several times the predicted standard deviation.
+        The ratio needs every training fold to keep 5 residual degrees of freedom,
+        i.e. at least ``rank + 6`` rows (intercept, ``rank`` projections and 5 for the
+        noise estimate; with fewer, the folds nearly interpolate and the ratio ran to
+        1e4-1e13); otherwise ``variance_scale_`` stays 1 with a ``NumericalWarning``.
     random_state : int or None, default=None
         Seed for shuffling the folds of an integer ``cv``; ``None`` keeps the data
         order (ignored when ``cv`` is a splitter).
