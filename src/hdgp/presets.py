@@ -51,7 +51,17 @@ def preset(name: str, **overrides):
     name : str
         A model name from :func:`presets` (case-insensitive), e.g. ``"RBF-ARD"``.
     **overrides
-        Estimator parameters to change (e.g. ``random_state=0``).
+        Estimator parameters to change (e.g. ``random_state=0``). A preset only sets
+        defaults, so an override also replaces a parameter the preset fixes itself
+        (``preset("RBF-ARD", kernel="imq-ard")`` is a GP with the IMQ kernel).
+
+    Raises
+    ------
+    TypeError
+        ``name`` is not a string, or an override is not a parameter of the estimator
+        (the message lists the valid parameters).
+    ValueError
+        Unknown preset name (the message lists the registered ones).
 
     Examples
     --------
@@ -68,7 +78,26 @@ def preset(name: str, **overrides):
         raise ValueError(
             f"Unknown preset {name!r}. Available presets: {', '.join(sorted(p.name for p in _REGISTRY.values()))}."
         ) from None
-    return entry.factory(**overrides)
+    return _build(entry, overrides)
+
+
+def _build(entry: _Preset, overrides: dict):
+    """The preset's estimator rebuilt with ``overrides`` replacing its parameters.
+
+    The factory runs without arguments, so a keyword it passes itself (e.g.
+    ``kernel=``) cannot clash with the user's; the estimator's class is then called
+    with the preset's parameters updated by ``overrides`` (scikit-learn constructors
+    only store their arguments, so this is the factory's estimator with those changes).
+    """
+    estimator = entry.factory()
+    params = estimator.get_params(deep=False)
+    unknown = sorted(set(overrides) - set(params))
+    if unknown:
+        raise TypeError(
+            f"Preset {entry.name!r} builds a {type(estimator).__name__}, which has no parameter(s) "
+            f"{', '.join(map(repr, unknown))}. Valid parameters: {', '.join(sorted(params))}."
+        )
+    return type(estimator)(**{**params, **overrides})
 
 
 def presets() -> dict[str, str]:

@@ -63,3 +63,16 @@ def test_metrics_reject_mismatched_non_finite_or_out_of_range_inputs(call, messa
 
 def test_interval_coverage_allows_zero_std():
     assert hdgp.metrics.interval_coverage([1.0, 2.0], [1.0, 2.5], [0.0, 1.0], level=0.5) == 1.0
+
+
+def test_preset_keyword_overrides_the_parameter_the_preset_fixes():
+    est = hdgp.preset("RBF-ARD", kernel="imq-ard", random_state=3)
+    assert est.get_params()["kernel"] == "imq-ard" and est.get_params()["random_state"] == 3
+    assert hdgp.preset("GP-classifier", kernel="gam").get_params()["kernel"] == "gam"
+    assert hdgp.preset("RBF-ARD").get_params()["kernel"] == "rbf-ard"  # the preset's default is unchanged
+
+
+def test_preset_rejects_a_keyword_the_estimator_does_not_have():
+    with pytest.raises(TypeError, match=r"Preset 'RBF-ARD' builds a GPRegressor, which has no parameter\(s\) "
+                                        r"'kernal'\. Valid parameters: .*kernel"):
+        hdgp.preset("RBF-ARD", kernal="imq-ard")
