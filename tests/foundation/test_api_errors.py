@@ -76,3 +76,12 @@ def test_preset_rejects_a_keyword_the_estimator_does_not_have():
     with pytest.raises(TypeError, match=r"Preset 'RBF-ARD' builds a GPRegressor, which has no parameter\(s\) "
                                         r"'kernal'\. Valid parameters: .*kernel"):
         hdgp.preset("RBF-ARD", kernal="imq-ard")
+
+
+@pytest.mark.parametrize("inference", ["ski", "cholesky"])
+def test_additive_model_lists_its_inference_modes(inference):
+    import hdgp.estimators.projected  # noqa: F401  (registers the SKI engine, as in a full session)
+
+    with pytest.raises(ValueError, match=r"AdditiveGPRegressor supports inference in \('auto', 'exact', 'sparse', "
+                                         r"'variational'\), got '" + inference):
+        hdgp.AdditiveGPRegressor(inference=inference).fit(X, X[:, 0])

@@ -15,6 +15,9 @@ from ._base import COMMON_PARAMS, BaseGPRegressor
 
 __all__ = ["AdditiveGPRegressor", "resolve_max_order"]
 
+#: Inference modes of the additive model (SKI needs a projected kernel, see ProjectedAdditiveGPRegressor).
+_INFERENCE = ("auto", "exact", "sparse", "variational")
+
 
 def resolve_max_order(max_order, n_features: int) -> int:
     """``None`` → :math:`\\min(D, 10)`; otherwise check :math:`1 \\le R \\le D`."""
@@ -46,7 +49,10 @@ class AdditiveGPRegressor(BaseGPRegressor):
     ----------
     max_order : int or None, default=None
         Highest interaction order :math:`R` (None: :math:`\min(D, 10)`, the chapter's cap).
-    inference, n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
+    inference : {"auto", "exact", "sparse", "variational"}, default="auto"
+        See :class:`~hdgp.estimators._base.BaseGPRegressor`. SKI (``"ski"``) exists only for
+        projected models (:class:`~hdgp.estimators.projected.ProjectedAdditiveGPRegressor`).
+    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Attributes
@@ -84,6 +90,13 @@ class AdditiveGPRegressor(BaseGPRegressor):
         self.device = device
         self.dtype = dtype
         self.verbose = verbose
+
+    def _validate_common_params(self) -> None:
+        """Check ``inference`` against the additive model's modes first, then the shared parameters."""
+        if self.inference not in _INFERENCE:
+            raise ValueError(f"AdditiveGPRegressor supports inference in {_INFERENCE}, got {self.inference!r}"
+                             + (" (SKI exists only for projected models)." if self.inference == "ski" else "."))
+        super()._validate_common_params()
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         n_dims = X.shape[-1]
