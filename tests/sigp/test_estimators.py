@@ -250,3 +250,13 @@ def test_training_folds_too_small_for_the_rank_leave_the_variance_uncalibrated()
     X, y = _regression(n=30)
     model = SIGPRegressor(**FIXED, cv=3).fit(X, y)  # folds of 20 rows: calibrated
     assert model.variance_scale_ != 1.0
+
+
+def test_cross_validation_with_a_one_row_training_fold_is_a_clear_error():
+    """n = 3 with cv = 2 trains one fold on a single row (it was a raw RuntimeError from torch)."""
+    X, y = _regression(n=3)
+    with pytest.raises(ValueError, match=r"cv=2 on n_samples = 3 trains on a fold of 1 row.*at least 2"):
+        SIGPRegressor(rank=1, cv=2).fit(X, y)
+    with pytest.warns(NumericalWarning, match="not calibrated"):  # nothing to choose: no CV needed
+        model = SIGPRegressor(**{**FIXED, "rank": 1}, cv=2).fit(X, y)
+    assert np.isfinite(model.predict(X)).all()

@@ -68,6 +68,9 @@ _Y_BANDWIDTH = 1.0 / math.sqrt(2.0)
 #: only for d > 2 and its variance only for d > 4 (at d = 0, the fit interpolates and v hits
 #: the noise floor, giving ratios of 1e10 and more).
 _CALIBRATION_DOF = 5
+#: Fewest rows a CV training fold may have: one row has no spread in x or y, so neither
+#: the subspace (eq. 7) nor the covariance parameters can be estimated from it.
+_MIN_TRAIN_ROWS = 2
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
     # times sqrt(number of features): from very local (k ~ e^-4 between typical points)
@@ -160,6 +163,16 @@ class _SIGPBase(BaseEstimator):
                 f"training samples ({n})."
             )
 
+    def _check_training_folds(self, folds, n: int) -> None:
+        """Every CV training fold has at least ``_MIN_TRAIN_ROWS`` rows (else ValueError)."""
+        smallest = min(len(train) for train, _ in folds)
+        if smallest < _MIN_TRAIN_ROWS:
+            raise ValueError(
+                f"SIGP's cross-validation with cv={self.cv!r} on n_samples = {n} trains on a fold of "
+                f"{smallest} row(s); every training fold needs at least {_MIN_TRAIN_ROWS}. Lower cv, add "
+                "samples, or give every hyper-parameter a single value (then nothing is cross-validated)."
+            )
+
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         """Columns to zero mean / unit variance with training statistics; constant columns dropped."""
         if fit:
@@ -208,6 +221,8 @@ class _SIGPBase(BaseEstimator):
             if calibrate and (obstacle := _calibration_obstacle(folds, self.best_params_["rank"])):
                 _warn_uncalibrated(obstacle)
                 calibrate = False
+        if not fixed:
+            self._check_training_folds(folds, n)
         if not fixed or calibrate:
             cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
             try:
