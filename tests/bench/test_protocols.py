@@ -186,3 +186,31 @@ def test_unknown_target_transform_is_rejected():
 
     with pytest.raises(ValueError, match="target_transform must be one of"):
         DatasetSpec("yacht", target_transform="log")
+
+
+def _with_model(**fields):
+    return lambda spec: spec["models"][0].update(fields)
+
+
+@pytest.mark.parametrize("change, message", [
+    (_with_model(params=[1, 2]), r"Protocol 'tiny': models\[0\]: ModelSpec 'Linear': params must be a mapping"),
+    (_with_model(params="max_iter=3"), r"models\[0\]: ModelSpec 'Linear': params must be a mapping.*got str"),
+    (lambda spec: spec["datasets"][0].update(kwargs=["n", 60]),
+     r"datasets\[0\]: DatasetSpec 'bach': kwargs must be a mapping"),
+    (lambda spec: spec.update(splits="0,1"), r"Protocol 'tiny': splits must be a JSON list, got str '0,1'"),
+    (lambda spec: spec.update(splits=[0, "1"]), r"Protocol 'tiny': splits must be a list of integers >= 0"),
+    (_with_model(label=None), r"models\[0\]: ModelSpec: label must be a non-empty string, got None"),
+    (_with_model(label="a/b"), r"models\[0\]: ModelSpec: label 'a/b' must not contain '/'"),
+    (lambda spec: spec.update(name="x/y"), r"Protocol: name 'x/y' must not contain '/'"),
+    (lambda spec: spec["models"][0].update(name=None), r"models\[0\]: unknown field\(s\) \['name'\]; valid fields"),
+    (lambda spec: spec.update(models=["Linear"]), r"models\[0\] must be a JSON object with fields"),
+    (_with_model(datasets="bach"), r"ModelSpec 'Linear': datasets must be a JSON list"),
+])
+def test_malformed_protocol_file_names_protocol_entry_and_field(tiny_protocol, protocol_file, tmp_path, change,
+                                                                message):
+    spec = tiny_protocol()
+    change(spec)
+    path = tmp_path / "malformed.json"
+    path.write_text(json.dumps(spec))
+    with pytest.raises(ValueError, match="is not a valid protocol: .*" + message):
+        get_protocol(str(path))

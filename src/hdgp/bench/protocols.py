@@ -15,6 +15,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from ._checks import (as_sequence, build_entry, check_int_sequence, check_mapping, check_name, check_optional_str,
+                      check_str, check_str_sequence)
+
 __all__ = [
     "DatasetSpec",
     "ModelSpec",
@@ -74,6 +77,12 @@ class DatasetSpec:
     target_transform: str | None = None
 
     def __post_init__(self):
+        check_name("DatasetSpec", "name", self.name)
+        owner = f"DatasetSpec {self.name!r}"
+        check_optional_str(owner, "loader_name", self.loader_name)
+        check_mapping(owner, "kwargs", self.kwargs)
+        if self.n_test is not None:
+            check_int_sequence(owner, "n_test", [self.n_test], minimum=1)
         if self.target_transform not in _TARGET_TRANSFORMS:
             raise ValueError(f"DatasetSpec {self.name!r}: target_transform must be one of "
                              f"{tuple(_TARGET_TRANSFORMS)}, got {self.target_transform!r}.")
@@ -100,10 +109,15 @@ class ModelSpec:
     datasets: tuple | None = None
 
     def __post_init__(self):
+        check_name("ModelSpec", "label", self.label)
+        owner = f"ModelSpec {self.label!r}"
+        check_str(owner, "preset", self.preset)
+        check_mapping(owner, "params", self.params)
         if self.task not in _TASKS:
-            raise ValueError(f"ModelSpec {self.label!r}: task must be one of {_TASKS}, got {self.task!r}.")
+            raise ValueError(f"{owner}: task must be one of {_TASKS}, got {self.task!r}.")
         if self.datasets is not None:  # lists from a protocol file
-            object.__setattr__(self, "datasets", tuple(self.datasets))
+            object.__setattr__(self, "datasets", as_sequence(owner, "datasets", self.datasets))
+            check_str_sequence(owner, "datasets", self.datasets)
 
     def runs_on(self, dataset: DatasetSpec) -> bool:
         """Whether this model has tasks on ``dataset`` (same task kind, not excluded)."""
@@ -149,6 +163,11 @@ class ReferenceSpec:
     model_aliases: dict = field(default_factory=dict)
 
     def __post_init__(self):
+        check_str("ReferenceSpec", "file", self.file)
+        owner = f"ReferenceSpec {self.file!r}"
+        check_str(owner, "metric", self.metric)
+        for name in ("filters", "dataset_aliases", "model_aliases"):
+            check_mapping(owner, name, getattr(self, name))
         if self.spread not in ("std", "2std", None):
             raise ValueError(f"ReferenceSpec {self.file!r}: spread must be 'std', '2std' or None, got {self.spread!r}.")
 
@@ -200,6 +219,15 @@ class Protocol:
     extras: tuple = ()
 
     def __post_init__(self):
+        check_name("Protocol", "name", self.name)
+        owner = f"Protocol {self.name!r}"
+        check_str(owner, "description", self.description)
+        check_optional_str(owner, "notes", self.notes)
+        check_int_sequence(owner, "splits", self.splits, minimum=0)
+        check_int_sequence(owner, "seeds", self.seeds)
+        for name in ("metrics", "plots", "extras"):
+            check_str_sequence(owner, name, getattr(self, name))
+        check_mapping(owner, "estimator_params", self.estimator_params)
         if self.normalisation not in NORMALISATIONS:
             raise ValueError(
                 f"Protocol {self.name!r}: normalisation must be one of {NORMALISATIONS}, got {self.normalisation!r}."
@@ -238,20 +266,32 @@ class Protocol:
 
     @classmethod
     def from_dict(cls, spec: dict) -> "Protocol":
-        """Build a protocol from a dict with the constructor's fields (lists allowed)."""
+        """Build a protocol from a dict with the constructor's fields (lists allowed).
+
+        Raises
+        ------
+        ValueError
+            A missing, unknown or malformed field; the message names the protocol,
+            the entry (e.g. ``models[2]``) and the field.
+        """
+        known = list(cls.__dataclass_fields__)
+        if not isinstance(spec, dict):
+            raise ValueError(f"A protocol is a JSON object with the fields {known}, got {type(spec).__name__}.")
         spec = dict(spec)
-        known = set(cls.__dataclass_fields__)
-        unknown = sorted(set(spec) - known)
+        unknown = sorted(set(spec) - set(known))
         if unknown:
             raise ValueError(f"Unknown protocol field(s) {unknown}; valid fields: {sorted(known)}.")
-        spec["datasets"] = tuple(d if isinstance(d, DatasetSpec) else DatasetSpec(**d) for d in spec.get("datasets", ()))
-        spec["models"] = tuple(m if isinstance(m, ModelSpec) else ModelSpec(**m) for m in spec.get("models", ()))
-        spec["references"] = tuple(
-            r if isinstance(r, ReferenceSpec) else ReferenceSpec(**r) for r in spec.get("references", ())
-        )
+        missing = [key for key in ("name", "description", "datasets", "models") if key not in spec]
+        if missing:
+            raise ValueError(f"Protocol {spec.get('name')!r}: missing required field(s) {missing}.")
+        check_name("Protocol", "name", spec["name"])
+        owner = f"Protocol {spec['name']!r}"
+        for key, entry_cls in (("datasets", DatasetSpec), ("models", ModelSpec), ("references", ReferenceSpec)):
+            entries = as_sequence(owner, key, spec.get(key, ()))
+            spec[key] = tuple(build_entry(entry_cls, owner, key, i, raw) for i, raw in enumerate(entries))
         for key in ("splits", "seeds", "metrics", "plots", "extras"):
             if key in spec:
-                spec[key] = tuple(spec[key])
+                spec[key] = as_sequence(owner, key, spec[key])
         return cls(**spec)
 
 
@@ -541,7 +581,7 @@ def get_protocol(name_or_path) -> Protocol:
     if path.suffix == ".json" and path.is_file():
         try:
             return Protocol.from_dict(json.loads(path.read_text()))
-        except (json.JSONDecodeError, TypeError) as exc:
+        except (json.JSONDecodeError, TypeError, ValueError) as exc:
             raise ValueError(f"Protocol file {key!r} is not a valid protocol: {exc}") from exc
     raise ValueError(
         f"Unknown protocol {key!r}. Valid protocols: {', '.join(PROTOCOLS)} (or a path to a protocol .json file)."
