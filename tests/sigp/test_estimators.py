@@ -260,3 +260,14 @@ def test_cross_validation_with_a_one_row_training_fold_is_a_clear_error():
     with pytest.warns(NumericalWarning, match="not calibrated"):  # nothing to choose: no CV needed
         model = SIGPRegressor(**{**FIXED, "rank": 1}, cv=2).fit(X, y)
     assert np.isfinite(model.predict(X)).all()
+
+
+def test_classifier_with_fixed_hyper_parameters_needs_no_cv_sized_classes():
+    """Nothing to cross-validate, so a class with one sample is fine (it used to be refused)."""
+    X, _ = _regression(n=10)
+    y = np.array([0] * 5 + [1] * 4 + [2])
+    clf = SIGPClassifier(rank=1, lengthscale=2.0, eta=1e-3).fit(X, y)
+    assert clf.cv_scores_ == {} and clf.predict(X).shape == (10,)
+    np.testing.assert_allclose(clf.predict_proba(X).sum(1), 1.0)
+    with pytest.raises(ValueError, match="at least 2 samples of every class; class 2 has 1"):
+        SIGPClassifier(rank=1, eta=1e-3).fit(X, y)  # lengthscale="auto" is cross-validated

@@ -143,9 +143,6 @@ class _SIGPBase(BaseEstimator):
     def _check_common(self, n: int) -> None:
         if n < 3:
             raise ValueError(f"SIGP needs at least 3 samples to fit; got n_samples = {n}.")
-        if isinstance(self.cv, numbers.Integral) and self.cv > n:
-            raise ValueError(f"SIGP's {self.cv}-fold cross-validation needs at least {self.cv} samples; got "
-                             f"n_samples = {n}. Lower cv.")
         if self.mean not in ("linear", "constant"):
             raise ValueError(f"mean must be 'linear' or 'constant'; got {self.mean!r}.")
         if not ((isinstance(self.cv, numbers.Integral) and self.cv >= 2) or hasattr(self.cv, "split")):
@@ -183,9 +180,12 @@ class _SIGPBase(BaseEstimator):
         Xs = ((X - self.x_mean_) / self.x_scale_)[:, self.feature_mask_]
         return torch.as_tensor(Xs, dtype=torch.float64)
 
-    def _fit_sigp(self, X: torch.Tensor, Y: torch.Tensor, make_responses, score, folds,
+    def _fit_sigp(self, X: torch.Tensor, Y: torch.Tensor, make_responses, score, make_folds,
                   calibrate: bool = False) -> None:
         """Choose hyper-parameters by CV when any is not fixed, then fit on all data.
+
+        ``make_folds()`` returns the CV folds; it is called only when there is something
+        to choose or to calibrate, so fixed hyper-parameters need no CV-sized data.
 
         With ``calibrate``, ``variance_scale_`` is the cross-validated variance ratio of
         the chosen hyper-parameters (:func:`~hdgp.sigp.cv.cross_validate`; the folds are
@@ -211,6 +211,7 @@ class _SIGPBase(BaseEstimator):
         responses = make_responses(Y)
         fixed = all(len(v) == 1 for v in grid.values()) and len(responses) == 1
         self.variance_scale_, self.cv_scores_ = 1.0, {}
+        folds = make_folds() if not fixed or calibrate else []
         if fixed:
             self.best_params_ = dict(
                 lengthscale=grid["lengthscales"][0], response=responses[0][0], eta=grid["etas"][0],
@@ -322,7 +323,8 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         Number of slices (``subspace="slicing"``).
     cv : int or cross-validation splitter, default=5
         An integer means ``KFold(cv)``: contiguous folds in the data order (as in
-        scikit-learn's ``GridSearchCV``) unless ``random_state`` is given.
+        scikit-learn's ``GridSearchCV``) unless ``random_state`` is given. Not used
+        when every hyper-parameter has a single value and ``calibrate_variance=False``.
     kernel_tol : float, default=1e-6
         Relative trace tolerance of the pivoted-Cholesky kernel factor.
     max_kernel_rank : int or None, default=1000
@@ -458,11 +460,16 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
                 return [("slices", slice_features(Yf[:, 0], self.n_slices), 0.0)]
             return [(bw, kernel_response_features(Yf[:, 0], bw), _RESPONSE_RIDGE) for bw in bandwidths]
 
-        splitter = self.cv if hasattr(self.cv, "split") else KFold(
-            self.cv, shuffle=self.random_state is not None, random_state=self.random_state
-        )
-        folds = list(splitter.split(X, y))
-        self._fit_sigp(Xs, Y, make_responses, _neg_mse, folds, calibrate=self.calibrate_variance)
+        def make_folds():
+            if hasattr(self.cv, "split"):
+                return list(self.cv.split(X, y))
+            if self.cv > X.shape[0]:
+                raise ValueError(f"SIGP's {self.cv}-fold cross-validation needs at least {self.cv} samples; "
+                                 f"got n_samples = {X.shape[0]}. Lower cv.")
+            shuffle = self.random_state is not None
+            return list(KFold(self.cv, shuffle=shuffle, random_state=self.random_state).split(X, y))
+
+        self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds, calibrate=self.calibrate_variance)
         self.noise_ = self.model_.fits[0].noise * self.y_scale_**2
         return self
 
@@ -509,7 +516,10 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         codes (a smooth proxy of accuracy with few ties).
     cv : int or cross-validation splitter, default=5
         An integer means ``StratifiedKFold(cv)`` (fewer folds if a class is smaller
-        than ``cv``), in the data order unless ``random_state`` is given.
+        than ``cv``), in the data order unless ``random_state`` is given. Used only
+        when a hyper-parameter is chosen by CV: with single values of ``rank``,
+        ``lengthscale``, ``eta`` (and ``mean_penalty`` for ``mean="linear"``) a class
+        may have a single sample.
     class_weight : None, "balanced" or dict, default=None
         Weights :math:`w_k` applied to the calibrated probabilities,
         :math:`p_w(k \mid x) \propto w_k\, p(k \mid x)`, i.e. a shift
@@ -588,16 +598,21 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
             labels = (Yf[:, 0] > 0).long() if Yf.shape[1] == 1 else Yf.argmax(1)
             return [("classes", class_features(labels), 0.0)]
 
-        if hasattr(self.cv, "split"):
-            splitter = self.cv
-        else:
-            n_splits = min(self.cv, int(np.bincount(codes).min()))
-            if n_splits < 2:
-                raise ValueError("Every class needs at least 2 samples for cross-validation.")
-            splitter = StratifiedKFold(
-                n_splits, shuffle=self.random_state is not None, random_state=self.random_state
-            )
-        self._fit_sigp(Xs, Y, make_responses, _neg_mse, list(splitter.split(X, codes)))
+        def make_folds():
+            if hasattr(self.cv, "split"):
+                return list(self.cv.split(X, codes))
+            counts = np.bincount(codes)
+            if counts.min() < 2:
+                raise ValueError(
+                    f"Cross-validation needs at least 2 samples of every class; class "
+                    f"{self.classes_.tolist()[counts.argmin()]!r} has 1. Give rank, lengthscale and eta (and "
+                    "mean_penalty with mean='linear') single values, so that nothing is cross-validated."
+                )
+            n_splits = min(self.cv, int(counts.min()))
+            shuffle = self.random_state is not None
+            return list(StratifiedKFold(n_splits, shuffle=shuffle, random_state=self.random_state).split(X, codes))
+
+        self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds)
         self.temperature_ = self._fit_temperature(self._scores_matrix(self.model_.loo_mean(Y)), codes)
         return self
 
