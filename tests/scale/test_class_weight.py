@@ -58,3 +58,15 @@ def test_reweighting_helper_is_the_identity_without_weights_and_normalises_rows(
     q = reweight_proba(p, np.array([4.0, 1.0]))
     assert np.allclose(q, [[0.5, 0.5], [0.8, 0.2]])
     assert class_weights(None, np.array([0, 1]), np.array([0, 1, 1])) is None
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_changed_class_weight_takes_effect_at_the_next_fit(name):
+    """As in scikit-learn, class_weight_ describes the fit; set_params alone changes nothing."""
+    X, y = _imbalanced(n=80)
+    est = FACTORIES[name]().fit(X, y)
+    before = est.predict_proba(X)
+    est.set_params(class_weight="balanced")
+    assert est.class_weight_ is None
+    np.testing.assert_array_equal(est.predict_proba(X), before)
+    assert not np.allclose(est.fit(X, y).predict_proba(X), before)

@@ -12,8 +12,9 @@ With scikit-learn's ``"balanced"`` weights :math:`w_k = n / (K n_k)` every class
 counts as equally frequent, which moves the decision boundary towards the
 majority class (higher recall, and usually a higher F1, for a minority class).
 The GP fit itself is not reweighted: the weights act on the calibrated link
-only, so they can be changed without refitting (``set_params`` + the stored
-latent posterior give the same predictions as a new fit).
+only, so fits with different weights share the same latent posterior. As for any
+scikit-learn parameter, a new ``class_weight`` (``set_params``) takes effect at
+the next ``fit``: prediction uses ``class_weight_``, the weights of the fit.
 """
 
 from __future__ import annotations
