@@ -53,3 +53,32 @@ def test_labels_with_spaces_can_be_selected(tiny_protocol, protocol_file, tmp_pa
                                         "--db", str(tmp_path / "r.sqlite")])
     assert result.exit_code == 0, result.output
     assert "1 tasks: 0 already" in result.output
+
+
+def _run(path, tmp_path, *args):
+    return CliRunner().invoke(bench, ["run", str(path), *args, "--workers", "0", "--no-progress",
+                                      "--db", str(tmp_path / "r.sqlite")])
+
+
+def test_run_that_would_plan_no_task_is_an_error_naming_the_valid_choices(tiny_protocol, protocol_file, tmp_path):
+    path = protocol_file(tiny_protocol(splits=(0,)))
+    result = _run(path, tmp_path, "--splits", "50")
+    assert result.exit_code != 0 and "none of the splits [50] exists (valid splits: bach: 0-9)" in result.output
+    typo = protocol_file(tiny_protocol(name="typo", models=[{"label": "Lin", "preset": "Linaer"}]))
+    result = _run(typo, tmp_path)
+    assert result.exit_code != 0
+    assert "'Lin' (preset 'Linaer'; did you mean 'Linear'?)" in result.output and "Registered presets:" in result.output
+    nowhere = protocol_file(tiny_protocol(name="nowhere", datasets=("bach", "oak2d"),
+                                          models=[{"label": "Linear", "preset": "Linear"},
+                                                  {"label": "GAM", "preset": "GAM", "datasets": ["oak2d"]}]))
+    result = _run(nowhere, tmp_path, "--datasets", "bach", "--models", "GAM")
+    assert result.exit_code != 0 and "No task of protocol 'nowhere' for model(s) 'GAM'" in result.output
+    assert "'GAM' runs on ['oak2d']" in result.output
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_repeated_splits_seeds_and_names_run_once(tiny_protocol, protocol_file, tmp_path):
+    path = protocol_file(tiny_protocol(splits=(0,)))
+    result = _run(path, tmp_path, "--splits", "0", "0", "--seeds", "1", "1", "--models", "Linear", "linear")
+    assert result.exit_code == 0, result.output
+    assert "1 tasks: 0 already" in result.output and "1 done" in result.output

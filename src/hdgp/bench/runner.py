@@ -7,6 +7,7 @@ store are skipped; ``failed`` ones are skipped too unless ``retry_failed``.
 
 from __future__ import annotations
 
+import difflib
 import multiprocessing
 import os
 import time
@@ -51,13 +52,60 @@ def usable_cores() -> int:
 
 
 def _select(kind: str, requested, valid: list[str]) -> list[str]:
+    """The ``valid`` names ``requested`` (case-insensitive, repeats dropped); all of them if none."""
     if not requested:
         return list(valid)
     lower = {v.lower(): v for v in valid}
     unknown = [r for r in requested if r.lower() not in lower]
     if unknown:
         raise ValueError(f"Unknown {kind} {', '.join(map(repr, unknown))}. Valid {kind}s: {', '.join(valid)}.")
-    return [lower[r.lower()] for r in requested]
+    return list(dict.fromkeys(lower[r.lower()] for r in requested))
+
+
+def _unique_ints(kind: str, requested, default, minimum: int | None = None) -> list[int]:
+    """``requested`` (or ``default`` when empty) as integers without repeats, in order."""
+    values = list(dict.fromkeys(int(v) for v in (requested if requested else default)))
+    bad = [v for v in values if minimum is not None and v < minimum]
+    if bad:
+        raise ValueError(f"{kind} must be integers >= {minimum}, got {bad}.")
+    return values
+
+
+def _unregistered(proto: Protocol, labels: list[str], registered: list[str]) -> str:
+    """``'label' (preset 'X'; did you mean 'Y'?)`` for each model whose preset is not registered."""
+    by_lower = {name.lower(): name for name in registered}
+    parts = []
+    for lab in labels:
+        preset = proto.model(lab).preset
+        close = difflib.get_close_matches(preset.lower(), list(by_lower), n=1, cutoff=0.6)
+        hint = f"; did you mean {by_lower[close[0]]!r}?" if close else ""
+        parts.append(f"{lab!r} (preset {preset!r}{hint})")
+    return ", ".join(parts)
+
+
+def _no_tasks_error(proto: Protocol, ds_names, labels, split_list, available: dict) -> ValueError:
+    """Why models ``labels`` plan no task on ``ds_names``: splits out of range, or the models do not run there."""
+    where = (f"No task of protocol {proto.name!r} for model(s) {', '.join(map(repr, labels))} on data set(s) "
+             f"{', '.join(map(repr, ds_names))}")
+    if not any(s < available[n] for n in ds_names for s in split_list):
+        ranges = ", ".join(f"{n}: 0-{available[n] - 1}" for n in ds_names)
+        return ValueError(f"{where}: none of the splits {split_list} exists (valid splits: {ranges}).")
+    runs = "; ".join(f"{lab!r} runs on {list(m.datasets) if m.datasets is not None else 'every ' + m.task + ' set'}"
+                     for lab in labels for m in [proto.model(lab)])
+    kinds = ", ".join(f"{n!r} is a {proto.dataset(n).task} set" for n in ds_names)
+    return ValueError(f"{where}: {runs}; {kinds}.")
+
+
+def _check_selection(proto: Protocol, tasks, ds_names, labels, split_list, available, datasets, models) -> None:
+    """Raise if the plan is empty, or if an explicitly requested data set or model got no task."""
+    if not tasks:
+        raise _no_tasks_error(proto, ds_names, labels, split_list, available)
+    idle_models = [lab for lab in labels if lab not in {t.model.label for t in tasks}] if models else []
+    if idle_models:
+        raise _no_tasks_error(proto, ds_names, idle_models, split_list, available)
+    idle_sets = [n for n in ds_names if n not in {t.dataset.name for t in tasks}] if datasets else []
+    if idle_sets:
+        raise _no_tasks_error(proto, idle_sets, labels, split_list, available)
 
 
 def _needs_data_dir(protocol: Protocol, names: list[str]) -> list[str]:
@@ -78,8 +126,8 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     datasets, models : list of str, optional
         Subsets of the protocol's data-set names and model labels (default: all).
     splits, seeds : list of int, optional
-        Subsets of split indices / seeds (default: the protocol's). A data set with
-        fewer splits runs those it has.
+        Subsets of split indices / seeds (default: the protocol's; repeats are
+        dropped). A data set with fewer splits runs those it has.
     data_dir : path, optional
         Folder holding ``uci/`` and ``sigp/``; default ``$HDGP_DATA_DIR``.
     threads : int
@@ -96,7 +144,10 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     Raises
     ------
     ValueError
-        Unknown protocol, data set or model names (the message lists valid ones).
+        Unknown protocol, data set or model names (the message lists valid ones);
+        requested models, or all models, with unregistered presets; or a selection
+        that plans no task, or no task for a requested data set or model (splits out
+        of range, model not running on those data sets).
     FileNotFoundError
         The data folder is needed but missing (the message names ``HDGP_DATA_DIR``).
     """
@@ -108,16 +159,16 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     proto = get_protocol(protocol)
     ds_names = _select("data set", datasets, [d.name for d in proto.datasets])
     labels = _select("model", models, [m.label for m in proto.models])
-    registered = {name.lower() for name in presets()}
-    missing = [lab for lab in labels if proto.model(lab).preset.lower() not in registered]
-    if missing and models:
+    registered = list(presets())
+    missing = [lab for lab in labels if proto.model(lab).preset.lower() not in {r.lower() for r in registered}]
+    if missing and (models or len(missing) == len(labels)):
         raise ValueError(
-            f"Model(s) {', '.join(map(repr, missing))} of protocol {proto.name!r} use presets that are not "
-            f"registered in this installation. Registered presets: {', '.join(presets())}."
+            f"Model(s) {_unregistered(proto, missing, registered)} of protocol {proto.name!r} use presets that are "
+            f"not registered in this installation. Registered presets: {', '.join(registered)}."
         )
     if missing and warn_skipped:
-        warnings.warn(f"Skipping model(s) whose preset is not registered yet: {', '.join(missing)}.", HDGPWarning,
-                      stacklevel=2)
+        warnings.warn(f"Skipping model(s) whose preset is not registered yet: "
+                      f"{_unregistered(proto, missing, registered)}.", HDGPWarning, stacklevel=2)
     labels = [lab for lab in labels if lab not in missing]
     need_dir = _needs_data_dir(proto, ds_names)
     if need_dir:
@@ -131,26 +182,24 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
                 " or pass --data-dir."
             )
         data_dir = str(root.resolve())
-    split_list = list(proto.splits) if splits is None or len(splits) == 0 else [int(s) for s in splits]
-    bad = [s for s in split_list if s < 0]
-    if bad:
-        raise ValueError(f"Splits must be non-negative integers, got {bad}.")
-    seed_list = list(proto.seeds) if seeds is None or len(seeds) == 0 else [int(s) for s in seeds]
+    split_list = _unique_ints("Splits", splits, proto.splits, minimum=0)
+    seed_list = _unique_ints("Seeds", seeds, proto.seeds)
+    available = {name: n_splits(proto.dataset(name), data_dir) for name in ds_names}
     tasks = []
     for name in ds_names:
         spec = proto.dataset(name)
-        available = n_splits(spec, data_dir)
         for lab in labels:
             mspec = proto.model(lab)
             if not mspec.runs_on(spec):
                 continue
             for split in split_list:
-                if split >= available:
+                if split >= available[name]:
                     continue
                 for seed in seed_list:
                     tasks.append(TaskSpec(proto.name, spec, mspec, split, seed, proto.normalisation,
                                           dict(proto.estimator_params), data_dir, threads,
                                           tuple(proto.extras)))
+    _check_selection(proto, tasks, ds_names, labels, split_list, available, datasets, models)
     return tasks, missing
 
 
