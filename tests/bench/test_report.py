@@ -76,5 +76,5 @@ def test_report_without_results_says_how_to_get_them(tiny_protocol, protocol_fil
     with pytest.raises(StoreError, match="hdgp bench run"):
         make_report(path, db=tmp_path / "none.sqlite", out_dir=tmp_path / "out")
     ResultStore(tmp_path / "empty.sqlite", writer=True).close()
-    with pytest.raises(ValueError, match="No results for protocol 'tiny'"):
+    with pytest.raises(ValueError, match="No results for protocol 'tiny'.*run `hdgp bench run " + path):
         make_report(path, db=tmp_path / "empty.sqlite", out_dir=tmp_path / "out")

@@ -58,3 +58,14 @@ def test_restore_from_an_older_report_reads_the_commands_of_report_md(tiny_proto
 def test_restore_without_tasks_csv_says_what_to_do(tmp_path):
     with pytest.raises(FileNotFoundError, match="hdgp bench report tiny"):
         restore_store("tiny", tmp_path, tmp_path / "db.sqlite")
+
+
+def test_restore_of_another_protocols_folder_is_an_error_not_a_silent_no_op(tmp_path):
+    folder = tmp_path / "report"
+    folder.mkdir()
+    pd.DataFrame({"protocol": ["other"], "dataset": ["bach"], "model": ["Linear"], "split": [0], "seed": [0],
+                  "status": ["done"]}).to_csv(folder / "tasks.csv", index=False)
+    pd.DataFrame({"command": ["hdgp bench run other"]}).to_csv(folder / "runs.csv", index=False)
+    with pytest.raises(ValueError, match=r"tasks\.csv holds no tasks of protocol 'tiny' \(it holds: other\)"):
+        restore_store("tiny", folder, tmp_path / "db.sqlite")
+    assert not (tmp_path / "db.sqlite").exists()

@@ -13,7 +13,7 @@ import pandas as pd
 from ..exceptions import HDGPWarning
 from .compare import HIGHER_IS_BETTER, LOWER_IS_BETTER, aggregate, compare
 from .plots import PLOTS
-from .protocols import get_protocol
+from .protocols import Protocol, get_protocol
 from .reference import empty_reference, load_reference
 from .store import ResultStore, default_db_path
 
@@ -159,7 +159,9 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         results = store.frame(proto.name)
         runs = store.runs(proto.name)
     if results.empty:
-        raise ValueError(f"No results for protocol {proto.name!r} in {str(db)!r}; run `hdgp bench run {proto.name}`.")
+        again = proto.name if isinstance(protocol, Protocol) else str(protocol)
+        raise ValueError(f"No results for protocol {proto.name!r} in {str(db)!r}; run `hdgp bench run {again}` "
+                         "(with the same --db) first.")
     out.mkdir(parents=True, exist_ok=True)
     try:
         reference = load_reference(proto, reference_dir, data_dir)

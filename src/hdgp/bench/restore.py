@@ -42,6 +42,10 @@ def _task_records(tasks: pd.DataFrame, protocol: str) -> list[dict]:
     missing = [c for c in _KEY + ("status",) if c not in tasks.columns]
     if missing:
         raise ValueError(f"tasks.csv lacks the columns {missing}; is it a `hdgp bench report` output?")
+    if not (tasks["protocol"] == protocol).any():
+        held = sorted(tasks["protocol"].dropna().astype(str).unique())
+        raise ValueError(f"tasks.csv holds no tasks of protocol {protocol!r} (it holds: "
+                         f"{', '.join(held) or 'no tasks'}); pass the matching protocol or --from folder.")
     metric_cols = [c for c in tasks.columns if c.startswith("metric_")]
     records = []
     for row in tasks[tasks["protocol"] == protocol].to_dict("records"):
@@ -93,6 +97,13 @@ def restore_store(protocol: str, folder, db) -> dict:
     -------
     dict with ``tasks`` (rows inserted), ``kept`` (rows already present) and ``runs``
     (commands added).
+
+    Raises
+    ------
+    FileNotFoundError
+        ``folder`` has no ``tasks.csv``.
+    ValueError
+        ``tasks.csv`` is not a report's, or holds no task of ``protocol``.
     """
     folder = Path(folder)
     tasks_csv = folder / "tasks.csv"
