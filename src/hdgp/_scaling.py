@@ -25,8 +25,19 @@ def column_scales(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     ValueError
         If a column's values are too large for its variance (their squares overflow).
     """
-    mean, std = X.mean(axis=0), _finite_std(X, "Feature column(s) {} have")
+    mean, std = X.mean(axis=0), column_std(X)
     return mean, np.where(varies(std, mean), std, 1.0)
+
+
+def column_std(X: np.ndarray) -> np.ndarray:
+    """Column standard deviations of ``X``, exact for tiny values too (see :func:`_finite_std`).
+
+    Raises
+    ------
+    ValueError
+        If a column's values are too large for its variance (their squares overflow).
+    """
+    return _finite_std(X, "Feature column(s) {} have")
 
 
 def target_scale(y: np.ndarray) -> tuple[float, float]:
@@ -46,13 +57,23 @@ def target_scale(y: np.ndarray) -> tuple[float, float]:
 
 
 def _finite_std(X: np.ndarray, what: str) -> np.ndarray:
+    r"""Column standard deviations computed as :math:`2^k\,\mathrm{sd}(x / 2^k)`.
+
+    :math:`2^k \le \max|x| < 2^{k+1}` for each column, so the rescaling is exact and
+    the squares stay in the float64 range: computed directly, the squares of values
+    below about 1e-162 underflow, and a column ``y * 1e-200`` got std 0 (then counted
+    as constant). Values whose squares overflow are refused rather than rescaled
+    (``what`` names the columns).
+    """
     with np.errstate(over="ignore", invalid="ignore"):
-        std = X.std(axis=0)
-    bad = np.flatnonzero(~np.isfinite(std))
+        direct = X.std(axis=0)
+    bad = np.flatnonzero(~np.isfinite(direct))
     if bad.size:
         example = X[np.argmax(np.abs(X[:, bad[0]])), bad[0]]
         raise ValueError(
             f"{what.format(', '.join(map(str, bad[:5])))} values too large to standardise (e.g. {example:.3g}: "
             "their squares overflow float64). Rescale them, or check for a data-entry error."
         )
-    return std
+    peak = np.abs(X).max(axis=0)
+    unit = np.where(peak > 0, np.ldexp(1.0, np.frexp(peak)[1] - 1), 1.0)
+    return unit * (X / unit).std(axis=0)

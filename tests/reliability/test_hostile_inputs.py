@@ -178,13 +178,15 @@ def test_projected_and_sigp_distances_keep_precision_far_from_the_origin():
     """The same cancellation in the multi-dimensional projected kernel and SIGP's RBF Gram matrix."""
     import torch
 
-    from hdgp.kernels.projected_kernel import _sq_dist
+    from hdgp.kernels.projected_kernel import ProjectedAdditiveKernel
     from hdgp.sigp.lowrank import rbf_kernel
 
     near = torch.tensor([[0.0, -1.3, 0.2], [0.0, 1.7, 2.9], [0.5, 0.1, -0.4]], dtype=torch.float64)
     far = near + torch.tensor([[3.75e8, -2e8, 1e8]], dtype=torch.float64)
     # inputs at 4e8 carry ~6e-8 rounding of their own; before the fix the errors were of order 10
-    torch.testing.assert_close(_sq_dist(far, far), _sq_dist(near, near), rtol=0, atol=1e-6)
+    k = ProjectedAdditiveKernel(torch.eye(3, dtype=torch.float64), degrees=(3,))  # one 3-D RBF term
+    with torch.no_grad():
+        torch.testing.assert_close(k(far, far).to_dense(), k(near, near).to_dense(), rtol=0, atol=1e-6)
     torch.testing.assert_close(rbf_kernel(far, far, 1.5), rbf_kernel(near, near, 1.5), rtol=0, atol=1e-7)
 
 
@@ -231,3 +233,27 @@ def test_inputs_and_target_in_tiny_or_huge_units_give_the_same_model(name, unit)
     mean_s, std_s = scaled.predict(unit * Xt, return_std=True)
     np.testing.assert_allclose(mean_s / unit, mean, rtol=1e-3, atol=1e-3 * y.std())
     np.testing.assert_allclose(std_s / unit, std, rtol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["RBF-ARD", "SIGP"])
+def test_inputs_and_target_whose_squares_underflow_give_the_same_model(name):
+    """X·1e-200 and y·1e-200 are data: their squares underflow float64, their spread does not.
+
+    (The standard deviation was computed from the squares, so it came out 0: RBF-ARD took
+    the target as constant and predicted about its mean, and SIGP refused the fit.)"""
+    from hdgp._scaling import column_scales, target_scale
+
+    unit = 1e-200
+    rng = np.random.default_rng(6)
+    X, Xt = rng.normal(size=(60, 3)), rng.normal(size=(20, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] ** 2 + 0.05 * rng.normal(size=60)
+    np.testing.assert_allclose(column_scales(unit * X)[1] / unit, X.std(axis=0), rtol=1e-14)
+    assert target_scale(unit * y)[1] / unit == pytest.approx(y.std(), rel=1e-14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plain = hdgp.preset(name, random_state=0).fit(X, y)
+        scaled = hdgp.preset(name, random_state=0).fit(unit * X, unit * y)
+    mean, std = plain.predict(Xt, return_std=True)
+    mean_s, std_s = scaled.predict(unit * Xt, return_std=True)
+    np.testing.assert_allclose(mean_s / unit, mean, rtol=1e-6, atol=1e-6 * y.std())
+    np.testing.assert_allclose(std_s / unit, std, rtol=1e-6)

@@ -47,7 +47,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._scaling import column_scales, target_scale, varies
+from .._scaling import column_scales, column_std, target_scale, varies
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..presets import register_preset
 from ..sigp.cv import cross_validate
@@ -174,7 +174,7 @@ class _SIGPBase(BaseEstimator):
         """Columns to zero mean / unit variance with training statistics; constant columns dropped."""
         if fit:
             self.x_mean_, self.x_scale_ = column_scales(X)
-            self.feature_mask_ = varies(X.std(axis=0), self.x_mean_)
+            self.feature_mask_ = varies(column_std(X), self.x_mean_)
             if not self.feature_mask_.any():
                 raise ValueError("All features are constant; SIGP needs at least one varying feature.")
         Xs = ((X - self.x_mean_) / self.x_scale_)[:, self.feature_mask_]
