@@ -159,7 +159,7 @@ def test_fused_function_blocked_upper_triangle_matches_dense(monkeypatch):
     """Several row blocks (and a ragged last one): the triangle-only symmetric pass equals dense autograd."""
     import hdgp.kernels.projected_kernel as pk
 
-    monkeypatch.setattr(pk, "_ROW_BLOCK", 4)
+    monkeypatch.setattr(pk, "_CPU_BLOCK_ENTRIES", 4 * 3 * 11 * 2)  # 4 rows of J = 3 terms, 11 columns, degree <= 2
     g = torch.Generator().manual_seed(1)
     Z = torch.randn(11, 4, generator=g, dtype=DT, requires_grad=True)
     w = torch.rand(3, generator=g, dtype=DT, requires_grad=True)

@@ -23,6 +23,7 @@ issue #748).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import torch
@@ -30,79 +31,104 @@ from gpytorch.constraints import Positive
 from gpytorch.kernels import Kernel
 from torch.utils.checkpoint import checkpoint
 
-from .ard_kernel import _centred
-
 __all__ = ["ProjectedAdditiveKernel"]
 
 
-def _sq_dist(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """Squared Euclidean distances between rows, ``(..., n1, n2)``; exact differences in 1-D."""
-    if a.shape[-1] == 1:
-        return (a - b.transpose(-1, -2)) ** 2
-    a, b = _centred(a, b)  # translation invariant: a robust centre avoids cancellation
-    a2 = (a * a).sum(-1, keepdim=True)
-    b2 = (b * b).sum(-1, keepdim=True).transpose(-1, -2)
-    return (a2 + b2 - 2.0 * a @ b.transpose(-1, -2)).clamp_min(0.0)
-
-
-#: Rows of K processed together on the CPU: every pass over a (64 × n) block stays in cache,
-#: which measured ~2x faster than whole-matrix passes (forward, n = 927, J = 20, one thread).
-_ROW_BLOCK = 64
-#: Entries of one block on a GPU: there, cache blocking buys nothing and each elementwise pass
-#: is a kernel launch, so blocks are as large as keeps a temporary at 2^26 entries (512 MB in float64).
+#: Entries of one block's (J, rows, cols) temporaries on the CPU: ~1 MB in float64, so every
+#: elementwise pass runs in cache, yet each torch call covers all J terms and several rows
+#: (per-term 64-row blocks spent a third of the kernel time dispatching small ops).
+_CPU_BLOCK_ENTRIES = 2**17
+#: Fewest rows per block: below ~8 the per-call overhead outweighs the cache (n = 1353, J = 20).
+_MIN_BLOCK_ROWS = 8
+#: The same on a GPU: there, cache blocking buys nothing and each elementwise pass is a kernel
+#: launch, so blocks are as large as keeps a temporary at 2^26 entries (512 MB in float64).
 _GPU_BLOCK_ENTRIES = 2**26
 
 
-def _rbf_term(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """:math:`\\exp(-\\tfrac12 \\lVert a_i - b_k \\rVert^2)` as a fresh ``(..., n1, n2)`` tensor, built in place."""
-    if a.shape[-1] == 1:
-        K = a - b.transpose(-1, -2)
-        K.square_()
-    else:
-        K = _sq_dist(a, b)
-    return K.mul_(-0.5).exp_()
+def _stacked(Z: torch.Tensor, slices) -> torch.Tensor:
+    """The J projections of ``Z (..., n, sum(degrees))`` as ``(..., J, n, max degree)``, scaled by √½.
 
-
-def _row_blocks(Z1: torch.Tensor, n_cols: int, symmetric: bool):
-    """``(rows, cols)`` slices that tile the ``(n, n_cols)`` matrix K in blocks of rows.
-
-    :data:`_ROW_BLOCK` rows on the CPU, ~:data:`_GPU_BLOCK_ENTRIES` entries on a GPU.
-    For a symmetric K (both arguments the same tensor) each block only spans the
-    columns from its own diagonal on: the upper triangle, half the work.
+    Lower-degree terms are padded with zero coordinates, which add nothing to a
+    distance; the √½ scaling makes every term :math:`\\exp(-\\lVert u - u' \\rVert^2)`.
     """
-    step = _ROW_BLOCK if Z1.device.type == "cpu" else max(_ROW_BLOCK, _GPU_BLOCK_ENTRIES // max(n_cols, 1))
-    for start in range(0, Z1.shape[-2], step):
-        yield slice(start, start + step), slice(start if symmetric else 0, None)
+    width = max(sl.stop - sl.start for sl in slices)
+    U = Z.new_zeros(Z.shape[:-2] + (len(slices), Z.shape[-2], width))
+    for j, sl in enumerate(slices):
+        U[..., j, :, : sl.stop - sl.start] = Z[..., sl]
+    return U.mul_(math.sqrt(0.5))
+
+
+def _differences(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """:math:`t_{jik} = a_{ji} - b_{jk}`, ``(..., J, r, m, D)``: exact differences, never the expansion
+    :math:`a^2 + b^2 - 2ab`, so a far-out row cannot cancel away the precision of the others."""
+    return a.unsqueeze(-2) - b.unsqueeze(-3)
+
+
+def _rbf(t: torch.Tensor, zero: torch.Tensor, reuse: bool = False) -> torch.Tensor:
+    """:math:`\\exp(-\\lVert t \\rVert^2)` over the last axis, ``(..., J, r, m)``; overwrites ``t`` when ``reuse``.
+
+    In 1-D, :math:`-t^2` is one fused ``addcmul`` pass (square and negate) onto ``zero``,
+    a 0-d zero tensor.
+    """
+    if t.shape[-1] == 1:
+        return torch.addcmul(zero, t, t, value=-1.0, out=t if reuse else None).squeeze(-1).exp_()
+    return t.square().sum(-1).neg_().exp_()
+
+
+def _row_blocks(U1: torch.Tensor, n_cols: int, symmetric: bool):
+    """``(first row, number of rows, first column)`` of blocks of rows that tile the ``(n, n_cols)`` matrix K.
+
+    A block's temporaries hold J × rows × cols × D entries: about
+    :data:`_CPU_BLOCK_ENTRIES` on the CPU, :data:`_GPU_BLOCK_ENTRIES` on a GPU. For a
+    symmetric K (both arguments the same tensor) each block only spans the columns
+    from its own diagonal on: the upper triangle, half the work.
+    """
+    budget = _CPU_BLOCK_ENTRIES if U1.device.type == "cpu" else _GPU_BLOCK_ENTRIES
+    step = max(_MIN_BLOCK_ROWS, budget // max(1, U1.shape[-3] * n_cols * U1.shape[-1]))
+    n = U1.shape[-2]
+    for start in range(0, n, step):
+        yield start, min(step, n - start), start if symmetric else 0
 
 
 class _ProjectedRBFSum(torch.autograd.Function):
     """:math:`K = \\sum_j w_j \\exp(-\\tfrac12 \\lVert Z_1^{(j)} - Z_2^{(j)} \\rVert^2)` with O(n^2) memory.
 
     ``slices[j]`` gives the columns of ``Z1``/``Z2`` that belong to sub-kernel
-    ``j``. With :math:`M = w_j\\, G \\odot K_j` the backward pass is
-    :math:`\\partial/\\partial Z_1 = M Z_2 - \\mathrm{rowsum}(M) Z_1` and
-    :math:`\\partial/\\partial Z_2 = M^\\top Z_1 - \\mathrm{colsum}(M) Z_2`. When both
-    arguments are the same tensor :math:`Z` (training, :math:`K(X, X)`) the two add
-    up to :math:`S Z - \\mathrm{rowsum}(S) Z` with :math:`S = w_j (G + G^\\top) \\odot K_j`:
-    one product per term instead of two, and no transposed (strided) passes.
-    Both passes walk K in blocks of rows (:func:`_row_blocks`) and recompute each
-    term :math:`K_j` there, so memory stays O(n²) for any J and every elementwise
-    pass runs in cache; for :math:`K(X, X)` they visit only the upper triangle
-    (half the exponentials) and mirror it.
+    ``j``; internally the terms are stacked as :math:`u = \\sqrt{1/2}\\, z`
+    (:func:`_stacked`) so that :math:`E_j = \\exp(-\\lVert u_1 - u_2 \\rVert^2)`.
+    With :math:`M_j = G \\odot E_j` and the differences :math:`t_{jik} = u_{1,ji} - u_{2,jk}`
+    (which the forward pass squares) the backward pass is
+
+    .. math::
+
+        \\frac{\\partial}{\\partial u_{1,ji}} = -2 w_j \\sum_k M_{jik}\\, t_{jik},\\qquad
+        \\frac{\\partial}{\\partial u_{2,jk}} = 2 w_j \\sum_i M_{jik}\\, t_{jik},
+
+    (:math:`= -2 w_j (\\mathrm{rowsum}(M_j)\\, u_1 - M_j u_2)`, one product
+    :math:`M \\odot t` summed both ways instead of two matrix products),
+    and :math:`\\partial/\\partial w_j = \\sum M_j`. When both arguments are the same
+    tensor :math:`Z` (training, :math:`K(X, X)`) the two add up to the first with
+    :math:`G + G^\\top` in place of :math:`G`. Both passes walk K in blocks of rows
+    (:func:`_row_blocks`), all J terms at once, and recompute the terms there, so
+    memory stays O(n²) for any J; for :math:`K(X, X)` they visit only the upper
+    triangle (half the exponentials) and mirror it.
     """
 
     @staticmethod
     def forward(ctx, Z1, Z2, weights, slices):
-        w = weights.tolist()
         symmetric = Z1 is Z2
+        U1 = _stacked(Z1, slices)
+        U2 = U1 if symmetric else _stacked(Z2, slices)
         shape = torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (Z1.shape[-2], Z2.shape[-2])
-        K = Z1.new_zeros(shape)
-        for rows, cols in _row_blocks(Z1, Z2.shape[-2], symmetric):
-            block = K[..., rows, cols]
-            for j, sl in enumerate(slices):
-                block.add_(_rbf_term(Z1[..., rows, sl], Z2[..., cols, sl]), alpha=w[j])
+        K = Z1.new_empty(shape)
+        zero = K.new_zeros(())
+        for r0, nr, c0 in _row_blocks(U1, U2.shape[-2], symmetric):
+            E = _rbf(_differences(U1.narrow(-2, r0, nr), U2.narrow(-2, c0, U2.shape[-2] - c0)), zero, reuse=True)
+            block = (weights @ E.flatten(-2)).unflatten(-1, E.shape[-2:])  # Σ_j w_j E_j
+            K.narrow(-2, r0, nr).narrow(-1, c0, block.shape[-1]).copy_(block)
             if symmetric:  # mirror the block right of the diagonal into the lower triangle
-                K[..., cols.start + block.shape[-2]:, rows] = block[..., block.shape[-2]:].transpose(-1, -2)
+                right = block.narrow(-1, nr, block.shape[-1] - nr)
+                K.narrow(-2, r0 + nr, right.shape[-1]).narrow(-1, r0, nr).copy_(right.transpose(-1, -2))
         ctx.slices, ctx.symmetric = slices, symmetric
         ctx.save_for_backward(Z1, Z2, weights)
         return K
@@ -112,44 +138,46 @@ class _ProjectedRBFSum(torch.autograd.Function):
         Z1, Z2, weights = ctx.saved_tensors
         need_z1, need_z2, need_w = ctx.needs_input_grad[:3]
         symmetric = ctx.symmetric and need_z1 and need_z2
+        U1 = _stacked(Z1, ctx.slices)
+        U2 = U1 if ctx.symmetric else _stacked(Z2, ctx.slices)
         G = torch.broadcast_to(G, torch.broadcast_shapes(G.shape, Z1.shape[:-2] + (Z1.shape[-2], Z2.shape[-2])))
-        gZ1 = G.new_zeros(G.shape[:-1] + Z1.shape[-1:]) if need_z1 else None
-        gZ2 = G.new_zeros(G.shape[:-2] + Z2.shape[-2:]) if need_z2 and not symmetric else None
-        gw = torch.zeros_like(weights) if need_w else None
-        if symmetric:
-            G = G + G.transpose(-1, -2)  # each entry of M + M^T below, computed once
-        w = weights.tolist()
-        for rows, cols in _row_blocks(Z1, Z2.shape[-2], symmetric):
-            G_block = G[..., rows, cols]
-            for j, sl in enumerate(ctx.slices):
-                a, b = Z1[..., rows, sl], Z2[..., cols, sl]
-                M = _rbf_term(a, b)
-                M = M.mul_(G_block) if M.shape == G_block.shape else M * G_block
-                if symmetric:
-                    # M is the upper-triangle part of the symmetric S: the block's square
-                    # diagonal part counts once, the part right of it also stands for its
-                    # mirror image below the diagonal.
-                    nr = a.shape[-2]
-                    if need_w:
-                        gw[j] += 0.5 * M[..., :nr].sum() + M[..., nr:].sum()
-                    M.mul_(w[j])
-                    right, far = M[..., nr:], Z2[..., cols.start + nr:, sl]
-                    gZ1[..., rows, sl] += M @ b - M.sum(-1, keepdim=True) * a
-                    gZ1[..., cols.start + nr:, sl] += right.transpose(-1, -2) @ a - right.sum(-2).unsqueeze(-1) * far
-                    continue
-                if need_w:
-                    gw[j] += M.sum()
-                M.mul_(w[j])
-                if need_z1:
-                    gZ1[..., rows, sl] = M @ b - M.sum(-1, keepdim=True) * a
-                if gZ2 is not None:
-                    gZ2[..., sl] += M.transpose(-1, -2) @ a - M.sum(-2).unsqueeze(-1) * b
+        g1 = torch.zeros(G.shape[:-2] + U1.shape[-3:], dtype=G.dtype, device=G.device) if need_z1 else None
+        g2 = torch.zeros(G.shape[:-2] + U2.shape[-3:], dtype=G.dtype, device=G.device) \
+            if need_z2 and not symmetric else None
+        gw = torch.zeros(G.shape[:-2] + weights.shape, dtype=G.dtype, device=G.device) if need_w else None
+        zero = G.new_zeros(())
+        for r0, nr, c0 in _row_blocks(U1, U2.shape[-2], symmetric):
+            a, b = U1.narrow(-2, r0, nr), U2.narrow(-2, c0, U2.shape[-2] - c0)
+            G_block = G.narrow(-2, r0, nr).narrow(-1, c0, b.shape[-2])
+            if symmetric:  # G + G^T on this block: each entry of M + M^T below, computed once
+                G_block = G_block + G.narrow(-2, c0, b.shape[-2]).narrow(-1, r0, nr).transpose(-1, -2)
+            t = _differences(a, b)
+            M = _rbf(t, zero).mul_(G_block.unsqueeze(-3))
+            if need_w:
+                # symmetric: the block's square diagonal part holds both triangles of G + G^T,
+                # the part right of it also stands for its mirror image below the diagonal
+                gw += (0.5 * M[..., :nr].sum((-1, -2)) + M[..., nr:].sum((-1, -2))
+                       if symmetric else M.sum((-1, -2)))
+            Mt = t.mul_(M.unsqueeze(-1))  # M_jik t_jik: rows sum to rowsum(M) u_1 - M u_2
+            if symmetric:
+                g1.narrow(-2, r0, nr).add_(Mt.sum(-2))
+                g1.narrow(-2, r0 + nr, b.shape[-2] - nr).sub_(Mt.narrow(-2, nr, b.shape[-2] - nr).sum(-3))
+                continue
+            if need_z1:
+                g1.narrow(-2, r0, nr).copy_(Mt.sum(-2))
+            if g2 is not None:
+                g2.sub_(Mt.sum(-3))
+        # chain rule through u = √½ z: ∂/∂z = -2 w_j √½ (...)
+        scale = -math.sqrt(2.0) * weights.unsqueeze(-1).unsqueeze(-1)
+        gZ1 = _unstacked(g1 * scale, ctx.slices).sum_to_size(Z1.shape) if need_z1 else None
+        gZ2 = _unstacked(g2 * scale, ctx.slices).sum_to_size(Z2.shape) if g2 is not None else None
         # with Z1 and Z2 the same tensor autograd adds the two gradients: all of it is in gZ1
-        if need_z1:
-            gZ1 = gZ1.sum_to_size(Z1.shape)
-        if gZ2 is not None:
-            gZ2 = gZ2.sum_to_size(Z2.shape)
-        return gZ1, gZ2, gw, None
+        return gZ1, gZ2, gw.sum_to_size(weights.shape) if need_w else None, None
+
+
+def _unstacked(g: torch.Tensor, slices) -> torch.Tensor:
+    """Inverse layout of :func:`_stacked` (without the scaling): ``(..., J, n, D)`` to ``(..., n, sum(degrees))``."""
+    return torch.cat([g[..., j, :, : sl.stop - sl.start] for j, sl in enumerate(slices)], dim=-1)
 
 
 class ProjectedAdditiveKernel(Kernel):
