@@ -24,7 +24,7 @@ import numpy as np
 import scipy.optimize
 import scipy.stats
 
-from ._scaling import column_scales, varies
+from ._scaling import column_scales, column_std, varies
 
 __all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
 
@@ -132,7 +132,7 @@ class SinhArcsinhFlow:
         self.center_, self.scale_ = column_scales(T)
         self.params_ = np.zeros((n_feat, 4))
         U = (T - self.center_) / self.scale_
-        for j in np.flatnonzero(varies(T.std(0), self.center_)):  # constant features keep the identity
+        for j in np.flatnonzero(varies(column_std(T), self.center_)):  # constant features keep the identity
             self.params_[j] = self._fit_column(U[:, j])
         return self
 

@@ -235,12 +235,13 @@ def test_inputs_and_target_in_tiny_or_huge_units_give_the_same_model(name, unit)
     np.testing.assert_allclose(std_s / unit, std, rtol=1e-3)
 
 
-@pytest.mark.parametrize("name", ["RBF-ARD", "SIGP"])
+@pytest.mark.parametrize("name", ["RBF-ARD", "SIGP", "OAK"])
 def test_inputs_and_target_whose_squares_underflow_give_the_same_model(name):
     """X·1e-200 and y·1e-200 are data: their squares underflow float64, their spread does not.
 
     (The standard deviation was computed from the squares, so it came out 0: RBF-ARD took
-    the target as constant and predicted about its mean, and SIGP refused the fit.)"""
+    the target as constant and predicted about its mean, SIGP refused the fit, and OAK's
+    flow left every feature unwarped.)"""
     from hdgp._scaling import column_scales, target_scale
 
     unit = 1e-200
@@ -255,5 +256,6 @@ def test_inputs_and_target_whose_squares_underflow_give_the_same_model(name):
         scaled = hdgp.preset(name, random_state=0).fit(unit * X, unit * y)
     mean, std = plain.predict(Xt, return_std=True)
     mean_s, std_s = scaled.predict(unit * Xt, return_std=True)
-    np.testing.assert_allclose(mean_s / unit, mean, rtol=1e-6, atol=1e-6 * y.std())
-    np.testing.assert_allclose(std_s / unit, std, rtol=1e-6)
+    tol = 1e-4 if name == "OAK" else 1e-6  # OAK's flow fit is itself an optimisation: rounding moves it a little
+    np.testing.assert_allclose(mean_s / unit, mean, rtol=tol, atol=tol * y.std())
+    np.testing.assert_allclose(std_s / unit, std, rtol=tol)
