@@ -38,11 +38,11 @@ __all__ = ["ProjectedAdditiveKernel"]
 #: elementwise pass runs in cache, yet each torch call covers all J terms and several rows
 #: (per-term 64-row blocks spent a third of the kernel time dispatching small ops).
 _CPU_BLOCK_ENTRIES = 2**17
-#: Fewest rows per block: below ~8 the per-call overhead outweighs the cache (n = 1353, J = 20).
-_MIN_BLOCK_ROWS = 8
 #: The same on a GPU: there, cache blocking buys nothing and each elementwise pass is a kernel
 #: launch, so blocks are as large as keeps a temporary at 2^26 entries (512 MB in float64).
 _GPU_BLOCK_ENTRIES = 2**26
+#: Fewest rows per block: below ~8 the per-call overhead outweighs the cache (n = 1353, J = 20).
+_MIN_BLOCK_ROWS = 8
 
 
 def _stacked(Z: torch.Tensor, slices) -> torch.Tensor:
