@@ -66,7 +66,7 @@ class SinhArcsinhFlow:
 
     Examples
     --------
-    >>> import numpy as np
+    >>> import numpy as np, scipy.stats
     >>> x = np.random.default_rng(0).lognormal(size=(500, 1))
     >>> z = SinhArcsinhFlow().fit(x).transform(x)
     >>> bool(abs(scipy.stats.skew(z[:, 0])) < 0.2)
