@@ -173,3 +173,17 @@ def test_fused_function_blocked_upper_triangle_matches_dense(monkeypatch):
     assert torch.autograd.gradcheck(lambda a, c: _ProjectedRBFSum.apply(a, a, c, sl), (Z, w))
     Z2 = torch.randn(7, 4, generator=g, dtype=DT, requires_grad=True)
     assert torch.autograd.gradcheck(lambda a, b, c: _ProjectedRBFSum.apply(a, b, c, sl), (Z, Z2, w))
+
+
+@pytest.mark.parametrize("ard", [True, False])
+def test_float32_inputs_with_float64_directions(ard):
+    """The kernel works in the inputs' dtype (``diverse_directions`` returns float64; it used to
+    fail with a dtype mismatch under ARD, and silently return float64 without)."""
+    k = ProjectedAdditiveKernel(diverse_directions(3, 5, random_state=0), ard=ard)
+    X = torch.randn(6, 3, generator=torch.Generator().manual_seed(0))
+    K32 = k(X).to_dense()
+    assert K32.dtype == torch.float32
+    torch.testing.assert_close(K32.double(), k(X.double()).to_dense(), rtol=0, atol=1e-6)
+    K32.sum().backward()
+    raw = k.raw_input_lengthscale if ard else k.raw_projection_lengthscale
+    assert raw.grad is not None and raw.grad.dtype == torch.float64 and torch.isfinite(raw.grad).all()

@@ -299,7 +299,8 @@ class ProjectedAdditiveKernel(Kernel):
         """Scaled projections :math:`z = P A x`, one column per projection row, ``(..., n, sum(degrees))``.
 
         Each sub-kernel's length-scale is folded in, so the sub-kernels act on
-        :math:`z` with unit length-scale.
+        :math:`z` with unit length-scale. Computed in the dtype of ``x``, whatever the
+        dtype of the projections and length-scales (as GPyTorch's kernels do).
         """
         if x.shape[-1] != self.projections.shape[1]:
             raise ValueError(
@@ -307,9 +308,9 @@ class ProjectedAdditiveKernel(Kernel):
             )
         P = self.projections.to(x)
         if self.ard:
-            return (x / self.input_lengthscale) @ P.T
+            return (x / self.input_lengthscale.to(x)) @ P.T
         lam = torch.repeat_interleave(self.projection_lengthscale, torch.tensor(self.degrees, device=x.device))
-        return (x @ P.T) / lam
+        return (x @ P.T) / lam.to(x)
 
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
