@@ -45,89 +45,128 @@ _GPU_BLOCK_ENTRIES = 2**26
 _MIN_BLOCK_ROWS = 8
 
 
-def _stacked(Z: torch.Tensor, slices) -> torch.Tensor:
-    """The J projections of ``Z (..., n, sum(degrees))`` as ``(..., J, n, max degree)``, scaled by √½.
+def _stack(Z: torch.Tensor, slices, terms: list[int]) -> torch.Tensor:
+    """Columns of the sub-kernels ``terms`` (all of one degree D) as ``(..., len(terms), n, D)``, times √½."""
+    degree = slices[terms[0]].stop - slices[terms[0]].start
+    cols = [slices[j].start + k for j in terms for k in range(degree)]
+    # contiguous in n: every block pass reads rows of these (a strided layout cost ~20 %)
+    return Z[..., cols].unflatten(-1, (len(terms), degree)).movedim(-2, -3).contiguous().mul_(math.sqrt(0.5))
 
-    Lower-degree terms are padded with zero coordinates, which add nothing to a
-    distance; the √½ scaling makes every term :math:`\\exp(-\\lVert u - u' \\rVert^2)`.
+
+def _term_groups(Z1: torch.Tensor, Z2: torch.Tensor, slices, symmetric: bool):
+    """The sub-kernels grouped by degree: ``[(terms, U1, U2), ...]`` with ``U = √½ z``, ``(..., J_g, n, D)``.
+
+    The √½ makes every term :math:`\\exp(-\\lVert u - u' \\rVert^2)`. One-dimensional
+    terms use exact differences (:func:`_block_terms`); for :math:`D > 1` both inputs are
+    shifted by the median of ``U2`` (distances do not change), since the matrix-product
+    expansion used there is exact only near the centre and one far-out row must not drag
+    the centre away from the others (as in :func:`~hdgp.kernels.ard_kernel._centred`).
     """
-    width = max(sl.stop - sl.start for sl in slices)
-    U = Z.new_zeros(Z.shape[:-2] + (len(slices), Z.shape[-2], width))
+    by_degree: dict[int, list[int]] = {}
     for j, sl in enumerate(slices):
-        U[..., j, :, : sl.stop - sl.start] = Z[..., sl]
-    return U.mul_(math.sqrt(0.5))
+        by_degree.setdefault(sl.stop - sl.start, []).append(j)
+    groups = []
+    for degree, terms in by_degree.items():
+        U2 = _stack(Z2, slices, terms)
+        U1 = U2 if symmetric else _stack(Z1, slices, terms)
+        if degree > 1:
+            shift = U2.detach().median(-2, keepdim=True).values
+            U2 = U2 - shift
+            U1 = U2 if symmetric else U1 - shift
+        groups.append((terms, U1, U2))
+    return groups
 
 
-def _differences(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """:math:`t_{jik} = a_{ji} - b_{jk}`, ``(..., J, r, m, D)``: exact differences, never the expansion
-    :math:`a^2 + b^2 - 2ab`, so a far-out row cannot cancel away the precision of the others."""
-    return a.unsqueeze(-2) - b.unsqueeze(-3)
+def _block_terms(a: torch.Tensor, b: torch.Tensor, zero: torch.Tensor, keep_differences: bool = False):
+    """:math:`E_{jik} = \\exp(-\\lVert a_{ji} - b_{jk} \\rVert^2)`, ``(..., J, r, m)``, for ``a (..., J, r, D)``, ``b (..., J, m, D)``.
 
-
-def _rbf(t: torch.Tensor, zero: torch.Tensor, reuse: bool = False) -> torch.Tensor:
-    """:math:`\\exp(-\\lVert t \\rVert^2)` over the last axis, ``(..., J, r, m)``; overwrites ``t`` when ``reuse``.
-
-    In 1-D, :math:`-t^2` is one fused ``addcmul`` pass (square and negate) onto ``zero``,
-    a 0-d zero tensor.
+    Returns ``(E, t)``. In 1-D, :math:`t = a_i - b_k` is formed exactly and
+    :math:`-t^2` in one fused ``addcmul`` pass onto ``zero`` (a 0-d zero tensor); ``t``
+    is returned (else ``None``) when ``keep_differences``. For :math:`D > 1`, one
+    batched product :math:`\\lVert a\\rVert^2 + \\lVert b\\rVert^2 - 2ab^\\top` on centred
+    inputs (:func:`_term_groups`); ``t`` is ``None``.
     """
-    if t.shape[-1] == 1:
-        return torch.addcmul(zero, t, t, value=-1.0, out=t if reuse else None).squeeze(-1).exp_()
-    return t.square().sum(-1).neg_().exp_()
+    if a.shape[-1] == 1:
+        t = a - b.transpose(-1, -2)
+        E = torch.addcmul(zero, t, t, value=-1.0, out=None if keep_differences else t)
+        return E.exp_(), t if keep_differences else None
+    sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1).unsqueeze(-2)
+    sq.add_(a @ b.transpose(-1, -2), alpha=-2.0)
+    return sq.clamp_min_(0.0).neg_().exp_(), None
 
 
-def _row_blocks(U1: torch.Tensor, n_cols: int, symmetric: bool):
-    """``(first row, number of rows, first column)`` of blocks of rows that tile the ``(n, n_cols)`` matrix K.
+def _block_gradients(M: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t, first_col: int):
+    """:math:`\\sum_k M_{jik}(a_{ji} - b_{jk})` for every row ``(..., J, r, D)``, and
+    :math:`\\sum_i M_{jik}(b_{jk} - a_{ji})` for the columns from ``first_col`` on ``(..., J, m', D)``.
 
-    A block's temporaries hold J × rows × cols × D entries: about
-    :data:`_CPU_BLOCK_ENTRIES` on the CPU, :data:`_GPU_BLOCK_ENTRIES` on a GPU. For a
-    symmetric K (both arguments the same tensor) each block only spans the columns
-    from its own diagonal on: the upper triangle, half the work.
+    In 1-D from the differences ``t`` (one product :math:`M \\odot t`, overwriting ``t``,
+    summed both ways); otherwise :math:`\\mathrm{rowsum}(M)\\, a - M b` and
+    :math:`\\mathrm{colsum}(M)\\, b - M^\\top a`, the latter as :math:`(a^\\top M)^\\top`
+    (row-vector products read M in its own order).
     """
-    budget = _CPU_BLOCK_ENTRIES if U1.device.type == "cpu" else _GPU_BLOCK_ENTRIES
-    step = max(_MIN_BLOCK_ROWS, budget // max(1, U1.shape[-3] * n_cols * U1.shape[-1]))
-    n = U1.shape[-2]
-    for start in range(0, n, step):
-        yield start, min(step, n - start), start if symmetric else 0
+    if t is not None:
+        Mt = t.mul_(M)
+        return Mt.sum(-1, keepdim=True), -Mt[..., first_col:].sum(-2).unsqueeze(-1)
+    right, b_right = M[..., first_col:], b[..., first_col:, :]
+    rows = M.sum(-1, keepdim=True) * a - M @ b
+    cols = right.sum(-2).unsqueeze(-1) * b_right - (a.transpose(-1, -2) @ right).transpose(-1, -2)
+    return rows, cols
+
+
+def _row_blocks(n_rows: int, n_cols: int, width: int, device: torch.device, symmetric: bool):
+    """``(first row, number of rows, first column)`` of blocks of rows that tile the ``(n_rows, n_cols)`` K.
+
+    A block's temporaries hold ``width`` × rows × cols entries (``width``: terms of the
+    largest degree group): about :data:`_CPU_BLOCK_ENTRIES` on the CPU,
+    :data:`_GPU_BLOCK_ENTRIES` on a GPU. For a symmetric K (both arguments the same
+    tensor) each block only spans the columns from its own diagonal on: the upper
+    triangle, half the work.
+    """
+    budget = _CPU_BLOCK_ENTRIES if device.type == "cpu" else _GPU_BLOCK_ENTRIES
+    step = max(_MIN_BLOCK_ROWS, budget // max(1, width * n_cols))
+    for start in range(0, n_rows, step):
+        yield start, min(step, n_rows - start), start if symmetric else 0
 
 
 class _ProjectedRBFSum(torch.autograd.Function):
     """:math:`K = \\sum_j w_j \\exp(-\\tfrac12 \\lVert Z_1^{(j)} - Z_2^{(j)} \\rVert^2)` with O(n^2) memory.
 
     ``slices[j]`` gives the columns of ``Z1``/``Z2`` that belong to sub-kernel
-    ``j``; internally the terms are stacked as :math:`u = \\sqrt{1/2}\\, z`
-    (:func:`_stacked`) so that :math:`E_j = \\exp(-\\lVert u_1 - u_2 \\rVert^2)`.
-    With :math:`M_j = G \\odot E_j` and the differences :math:`t_{jik} = u_{1,ji} - u_{2,jk}`
-    (which the forward pass squares) the backward pass is
+    ``j``; internally the terms are grouped by degree and stacked as
+    :math:`u = \\sqrt{1/2}\\, z` (:func:`_term_groups`), so that
+    :math:`E_j = \\exp(-\\lVert u_1 - u_2 \\rVert^2)`. With :math:`M_j = G \\odot E_j`
+    the backward pass is
 
     .. math::
 
-        \\frac{\\partial}{\\partial u_{1,ji}} = -2 w_j \\sum_k M_{jik}\\, t_{jik},\\qquad
-        \\frac{\\partial}{\\partial u_{2,jk}} = 2 w_j \\sum_i M_{jik}\\, t_{jik},
+        \\frac{\\partial}{\\partial u_{1,ji}} = -2 w_j \\sum_k M_{jik}\\,(u_{1,ji} - u_{2,jk}),\\qquad
+        \\frac{\\partial}{\\partial u_{2,jk}} = -2 w_j \\sum_i M_{jik}\\,(u_{2,jk} - u_{1,ji})
 
-    (:math:`= -2 w_j (\\mathrm{rowsum}(M_j)\\, u_1 - M_j u_2)`, one product
-    :math:`M \\odot t` summed both ways instead of two matrix products),
-    and :math:`\\partial/\\partial w_j = \\sum M_j`. When both arguments are the same
-    tensor :math:`Z` (training, :math:`K(X, X)`) the two add up to the first with
-    :math:`G + G^\\top` in place of :math:`G`. Both passes walk K in blocks of rows
-    (:func:`_row_blocks`), all J terms at once, and recompute the terms there, so
-    memory stays O(n²) for any J; for :math:`K(X, X)` they visit only the upper
-    triangle (half the exponentials) and mirror it.
+    (:func:`_block_gradients`), and :math:`\\partial/\\partial w_j = \\sum M_j`. When both
+    arguments are the same tensor :math:`Z` (training, :math:`K(X, X)`) the two add up
+    to the first with :math:`G + G^\\top` in place of :math:`G`. Both passes walk K in
+    blocks of rows (:func:`_row_blocks`), all terms of a degree at once, and recompute
+    the terms there, so memory stays O(n²) for any J; for :math:`K(X, X)` they visit
+    only the upper triangle (half the exponentials) and mirror it.
     """
 
     @staticmethod
     def forward(ctx, Z1, Z2, weights, slices):
         symmetric = Z1 is Z2
-        U1 = _stacked(Z1, slices)
-        U2 = U1 if symmetric else _stacked(Z2, slices)
-        shape = torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (Z1.shape[-2], Z2.shape[-2])
-        K = Z1.new_empty(shape)
+        groups = _term_groups(Z1, Z2, slices, symmetric)
+        n1, n2 = Z1.shape[-2], Z2.shape[-2]
+        K = Z1.new_empty(torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (n1, n2))
         zero = K.new_zeros(())
-        for r0, nr, c0 in _row_blocks(U1, U2.shape[-2], symmetric):
-            E = _rbf(_differences(U1.narrow(-2, r0, nr), U2.narrow(-2, c0, U2.shape[-2] - c0)), zero, reuse=True)
-            block = (weights @ E.flatten(-2)).unflatten(-1, E.shape[-2:])  # Σ_j w_j E_j
-            K.narrow(-2, r0, nr).narrow(-1, c0, block.shape[-1]).copy_(block)
+        width = max(len(terms) for terms, _, _ in groups)
+        for r0, nr, c0 in _row_blocks(n1, n2, width, Z1.device, symmetric):
+            block = None
+            for terms, U1, U2 in groups:
+                E, _ = _block_terms(U1.narrow(-2, r0, nr), U2.narrow(-2, c0, n2 - c0), zero)
+                part = (weights[terms] @ E.flatten(-2)).unflatten(-1, E.shape[-2:])  # Σ_j w_j E_j
+                block = part if block is None else block.add_(part)
+            K.narrow(-2, r0, nr).narrow(-1, c0, n2 - c0).copy_(block)
             if symmetric:  # mirror the block right of the diagonal into the lower triangle
-                right = block.narrow(-1, nr, block.shape[-1] - nr)
+                right = block.narrow(-1, nr, n2 - c0 - nr)
                 K.narrow(-2, r0 + nr, right.shape[-1]).narrow(-1, r0, nr).copy_(right.transpose(-1, -2))
         ctx.slices, ctx.symmetric = slices, symmetric
         ctx.save_for_backward(Z1, Z2, weights)
@@ -138,46 +177,53 @@ class _ProjectedRBFSum(torch.autograd.Function):
         Z1, Z2, weights = ctx.saved_tensors
         need_z1, need_z2, need_w = ctx.needs_input_grad[:3]
         symmetric = ctx.symmetric and need_z1 and need_z2
-        U1 = _stacked(Z1, ctx.slices)
-        U2 = U1 if ctx.symmetric else _stacked(Z2, ctx.slices)
-        G = torch.broadcast_to(G, torch.broadcast_shapes(G.shape, Z1.shape[:-2] + (Z1.shape[-2], Z2.shape[-2])))
-        g1 = torch.zeros(G.shape[:-2] + U1.shape[-3:], dtype=G.dtype, device=G.device) if need_z1 else None
-        g2 = torch.zeros(G.shape[:-2] + U2.shape[-3:], dtype=G.dtype, device=G.device) \
-            if need_z2 and not symmetric else None
-        gw = torch.zeros(G.shape[:-2] + weights.shape, dtype=G.dtype, device=G.device) if need_w else None
+        groups = _term_groups(Z1, Z2, ctx.slices, ctx.symmetric)
+        n1, n2 = Z1.shape[-2], Z2.shape[-2]
+        G = torch.broadcast_to(G, torch.broadcast_shapes(G.shape, Z1.shape[:-2] + (n1, n2)))
+        batch = G.shape[:-2]
+        g1 = [G.new_zeros(batch + U1.shape[-3:]) for _, U1, _ in groups] if need_z1 else None
+        g2 = [G.new_zeros(batch + U2.shape[-3:]) for _, _, U2 in groups] if need_z2 and not symmetric else None
+        gw = G.new_zeros(batch + weights.shape) if need_w else None
         zero = G.new_zeros(())
-        for r0, nr, c0 in _row_blocks(U1, U2.shape[-2], symmetric):
-            a, b = U1.narrow(-2, r0, nr), U2.narrow(-2, c0, U2.shape[-2] - c0)
-            G_block = G.narrow(-2, r0, nr).narrow(-1, c0, b.shape[-2])
+        width = max(len(terms) for terms, _, _ in groups)
+        for r0, nr, c0 in _row_blocks(n1, n2, width, G.device, symmetric):
+            G_block = G.narrow(-2, r0, nr).narrow(-1, c0, n2 - c0)
             if symmetric:  # G + G^T on this block: each entry of M + M^T below, computed once
-                G_block = G_block + G.narrow(-2, c0, b.shape[-2]).narrow(-1, r0, nr).transpose(-1, -2)
-            t = _differences(a, b)
-            M = _rbf(t, zero).mul_(G_block.unsqueeze(-3))
-            if need_w:
-                # symmetric: the block's square diagonal part holds both triangles of G + G^T,
-                # the part right of it also stands for its mirror image below the diagonal
-                gw += (0.5 * M[..., :nr].sum((-1, -2)) + M[..., nr:].sum((-1, -2))
-                       if symmetric else M.sum((-1, -2)))
-            Mt = t.mul_(M.unsqueeze(-1))  # M_jik t_jik: rows sum to rowsum(M) u_1 - M u_2
-            if symmetric:
-                g1.narrow(-2, r0, nr).add_(Mt.sum(-2))
-                g1.narrow(-2, r0 + nr, b.shape[-2] - nr).sub_(Mt.narrow(-2, nr, b.shape[-2] - nr).sum(-3))
-                continue
-            if need_z1:
-                g1.narrow(-2, r0, nr).copy_(Mt.sum(-2))
-            if g2 is not None:
-                g2.sub_(Mt.sum(-3))
+                G_block = G_block + G.narrow(-2, c0, n2 - c0).narrow(-1, r0, nr).transpose(-1, -2)
+            for i, (terms, U1, U2) in enumerate(groups):
+                a, b = U1.narrow(-2, r0, nr), U2.narrow(-2, c0, n2 - c0)
+                E, t = _block_terms(a, b, zero, keep_differences=True)
+                M = E.mul_(G_block.unsqueeze(-3))
+                if need_w:
+                    # symmetric: the block's square diagonal part holds both triangles of G + G^T,
+                    # the part right of it also stands for its mirror image below the diagonal
+                    gw[..., terms] += (0.5 * M[..., :nr].sum((-1, -2)) + M[..., nr:].sum((-1, -2))
+                                       if symmetric else M.sum((-1, -2)))
+                rows, cols = _block_gradients(M, a, b, t, nr if symmetric else 0)
+                if symmetric:
+                    g1[i].narrow(-2, r0, nr).add_(rows)
+                    g1[i].narrow(-2, r0 + nr, cols.shape[-2]).add_(cols)
+                    continue
+                if need_z1:
+                    g1[i].narrow(-2, r0, nr).copy_(rows)
+                if g2 is not None:
+                    g2[i].add_(cols)
         # chain rule through u = √½ z: ∂/∂z = -2 w_j √½ (...)
-        scale = -math.sqrt(2.0) * weights.unsqueeze(-1).unsqueeze(-1)
-        gZ1 = _unstacked(g1 * scale, ctx.slices).sum_to_size(Z1.shape) if need_z1 else None
-        gZ2 = _unstacked(g2 * scale, ctx.slices).sum_to_size(Z2.shape) if g2 is not None else None
+        scale = -math.sqrt(2.0) * weights
+        gZ1 = _unstacked(g1, groups, scale, ctx.slices).sum_to_size(Z1.shape) if need_z1 else None
+        gZ2 = _unstacked(g2, groups, scale, ctx.slices).sum_to_size(Z2.shape) if g2 is not None else None
         # with Z1 and Z2 the same tensor autograd adds the two gradients: all of it is in gZ1
         return gZ1, gZ2, gw.sum_to_size(weights.shape) if need_w else None, None
 
 
-def _unstacked(g: torch.Tensor, slices) -> torch.Tensor:
-    """Inverse layout of :func:`_stacked` (without the scaling): ``(..., J, n, D)`` to ``(..., n, sum(degrees))``."""
-    return torch.cat([g[..., j, :, : sl.stop - sl.start] for j, sl in enumerate(slices)], dim=-1)
+def _unstacked(grads, groups, scale: torch.Tensor, slices) -> torch.Tensor:
+    """Per-group gradients ``(..., J_g, n, D)``, each term's times ``scale[j]``, back in the
+    column layout ``(..., n, sum(degrees))`` of Z."""
+    columns = [None] * len(slices)
+    for g, (terms, _, _) in zip(grads, groups):
+        for k, j in enumerate(terms):
+            columns[j] = g[..., k, :, :] * scale[j]
+    return torch.cat(columns, dim=-1)
 
 
 class ProjectedAdditiveKernel(Kernel):
