@@ -195,10 +195,10 @@ class _ProjectedRBFSum(torch.autograd.Function):
                 E, t = _block_terms(a, b, zero, keep_differences=True)
                 M = E.mul_(G_block.unsqueeze(-3))
                 if need_w:
-                    # symmetric: the block's square diagonal part holds both triangles of G + G^T,
-                    # the part right of it also stands for its mirror image below the diagonal
-                    gw[..., terms] += (0.5 * M[..., :nr].sum((-1, -2)) + M[..., nr:].sum((-1, -2))
-                                       if symmetric else M.sum((-1, -2)))
+                    # symmetric: the part right of the block's square diagonal part also stands for
+                    # its mirror image below the diagonal; the square holds both triangles of G + G^T
+                    gw[..., terms] += M.sum((-1, -2)) - 0.5 * M[..., :nr].sum((-1, -2)) if symmetric \
+                        else M.sum((-1, -2))
                 rows, cols = _block_gradients(M, a, b, t, nr if symmetric else 0)
                 if symmetric:
                     g1[i].narrow(-2, r0, nr).add_(rows)
