@@ -17,11 +17,12 @@ from hdgp.linalg import robust_cholesky
 pytestmark = pytest.mark.usefixtures("float64_default")
 
 
-def _model(d=3, seed=0):
+def _model(d=3, seed=0, scaled=True):
     torch.manual_seed(seed)
-    kernel = ScaleKernel(RBFKernel(ard_num_dims=d))
-    kernel.base_kernel.lengthscale = torch.tensor([0.7, 1.3, 2.0][:d])
-    kernel.outputscale = 1.7
+    kernel = ScaleKernel(RBFKernel(ard_num_dims=d)) if scaled else RBFKernel(ard_num_dims=d)
+    (kernel.base_kernel if scaled else kernel).lengthscale = torch.tensor([0.7, 1.3, 2.0][:d])
+    if scaled:
+        kernel.outputscale = 1.7
     model = ExactGPModel(kernel, noise_lower_bound=1e-6).double()
     model.likelihood.noise = 0.05
     model.mean.constant.data.fill_(0.3)
@@ -42,8 +43,10 @@ def test_nll_matches_dense_gaussian_density():
     assert model.neg_log_marginal_likelihood(X, y).item() == pytest.approx(expected, rel=1e-10)
 
 
-def test_trace_formula_gradient_matches_autograd_through_cholesky():
-    model, (X, y) = _model(), _data()
+@pytest.mark.parametrize("scaled", [True, False])
+def test_trace_formula_gradient_matches_autograd_through_cholesky(scaled):
+    """Also with a ScaleKernel, whose output scale the likelihood applies itself."""
+    model, (X, y) = _model(scaled=scaled), _data()
     model.neg_log_marginal_likelihood(X, y).backward()
     fast = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()

@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 
 import torch
-from gpytorch.kernels import Kernel
+from gpytorch.kernels import Kernel, ScaleKernel
 from gpytorch.priors import Prior
 
 from ..kernels import log_greater_than
@@ -57,8 +57,17 @@ class ExactGPModel(GaussianNoiseModel):
         hdgp.exceptions.NotPositiveDefiniteError
             If :math:`K_y` is not PD even after jitter escalation.
         """
-        K = self.kernel(X).to_dense()
-        return _NegLogMarginalLikelihood.apply(K, self.noise, y - self.constant)
+        K, scale = self._scaled_kernel(X)
+        return _NegLogMarginalLikelihood.apply(K, scale, self.noise, y - self.constant)
+
+    def _scaled_kernel(self, X: torch.Tensor):
+        """``(K, s)`` with the kernel matrix :math:`s K`; for a plain ``ScaleKernel`` the base matrix
+        and the output scale, so that :class:`_NegLogMarginalLikelihood` applies the scale
+        while it forms :math:`K_y` (``s = None``: ``K`` is the whole matrix)."""
+        k = self.kernel
+        if isinstance(k, ScaleKernel) and k.active_dims is None and k.outputscale.dim() == 0:
+            return k.base_kernel(X).to_dense(), k.outputscale
+        return k(X).to_dense(), None
 
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor) -> "ExactPosterior":
@@ -71,39 +80,45 @@ class ExactGPModel(GaussianNoiseModel):
 
 
 class _NegLogMarginalLikelihood(torch.autograd.Function):
-    r"""-log N(r | 0, K + σ²I) from one Cholesky factorisation, with the analytic backward
+    r"""-log N(r | 0, sK + σ²I) from one Cholesky factorisation, with the analytic backward
 
     .. math::
 
-        \frac{\partial L}{\partial K} = \tfrac12 (K_y^{-1} - \alpha\alpha^\top),\quad
-        \frac{\partial L}{\partial \sigma^2} = \operatorname{tr}\frac{\partial L}{\partial K},\quad
+        W = \tfrac12 (K_y^{-1} - \alpha\alpha^\top),\quad
+        \frac{\partial L}{\partial K} = s W,\quad
+        \frac{\partial L}{\partial s} = \langle W, K\rangle,\quad
+        \frac{\partial L}{\partial \sigma^2} = \operatorname{tr} W,\quad
         \frac{\partial L}{\partial r} = \alpha
 
-    (R&W eq. 5.9). Passing ∂L/∂K straight to the kernel's backward avoids both
-    autograd through the factorisation and any extra n×n pass.
+    (R&W eq. 5.9; ``scale`` :math:`s` is ``None`` for :math:`s = 1`). Passing ∂L/∂K
+    straight to the kernel's backward avoids autograd through the factorisation, and
+    taking the output scale here saves the n × n products that a ``ScaleKernel`` makes
+    forward and backward (three passes and allocations per evaluation).
     """
 
     @staticmethod
-    def forward(ctx, K, noise, r):
+    def forward(ctx, K, scale, noise, r):
         n = r.shape[0]
-        Ky = K.detach().clone()
+        Ky = K.detach().clone() if scale is None else K.detach() * scale.detach()
         Ky.diagonal().add_(noise.detach())
         L, _ = robust_cholesky(Ky)
         del Ky
         alpha = torch.cholesky_solve(r.detach().unsqueeze(-1), L).squeeze(-1)
         value = 0.5 * r.detach().dot(alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
         if any(ctx.needs_input_grad):
-            W = torch.cholesky_inverse(L)
-            W.addr_(alpha, alpha, alpha=-1.0).mul_(0.5)
-            ctx.save_for_backward(W, alpha)
+            W2 = torch.cholesky_inverse(L).addr_(alpha, alpha, alpha=-1.0)  # 2W: the ½ joins the backward's factor
+            ctx.save_for_backward(W2, alpha, K if scale is not None and ctx.needs_input_grad[1] else None, scale)
         return value
 
     @staticmethod
     def backward(ctx, grad):
-        W, alpha = ctx.saved_tensors
-        g_K = W if grad.item() == 1.0 else W * grad
-        g_noise = W.diagonal().sum() * grad if ctx.needs_input_grad[1] else None
-        return g_K, g_noise, alpha * grad
+        W2, alpha, K, scale = ctx.saved_tensors
+        half = 0.5 * grad
+        factor = half if scale is None else half * scale
+        g_K = W2 * factor if ctx.needs_input_grad[0] else None
+        g_scale = half * torch.dot(W2.reshape(-1), K.detach().reshape(-1)) if K is not None else None
+        g_noise = W2.diagonal().sum() * half if ctx.needs_input_grad[2] else None
+        return g_K, g_scale, g_noise, alpha * grad
 
 
 @dataclass
