@@ -226,3 +226,30 @@ def test_fused_sum_matches_dense_autograd_across_shapes_and_blocks(monkeypatch, 
     inputs = (Z1, w) if same else (Z1, Z2, w)
     for a, b in zip(torch.autograd.grad((fused * G).sum(), inputs), torch.autograd.grad((dense * G).sum(), inputs)):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("wrt", ["Z2", "Z1 Z2", "w"])
+def test_fused_sum_interleaved_degrees_far_inputs_and_partial_gradients(monkeypatch, wrt):
+    """Degrees out of order (2, 1, 3, 1), single rows, inputs 1e8 from the origin (the D > 1
+    expansion is centred), and gradients for only some of the inputs: still plain autograd's."""
+    import hdgp.kernels.projected_kernel as pk
+
+    monkeypatch.setattr(pk, "_MIN_BLOCK_ROWS", 2)
+    monkeypatch.setattr(pk, "_CPU_BLOCK_ENTRIES", 1)
+    degrees = (2, 1, 3, 1)
+    ends = torch.tensor(degrees).cumsum(0).tolist()
+    slices = tuple(slice(e - D, e) for e, D in zip(ends, degrees))
+    g = torch.Generator().manual_seed(7)
+    for n1, n2, offset in ((9, 6, 1e8), (1, 5, 0.0), (1, 1, 0.0)):
+        # u = z √½ rounds at ulp(1e8) ~ 1.5e-8: far from the origin only that much is exact
+        atol = 1e-6 if offset else 1e-12
+        Z1 = (torch.randn(n1, 7, generator=g, dtype=DT) + offset).requires_grad_("Z1" in wrt)
+        Z2 = (torch.randn(n2, 7, generator=g, dtype=DT) + offset).requires_grad_("Z2" in wrt)
+        w = torch.rand(4, generator=g, dtype=DT).requires_grad_(wrt == "w")
+        fused = _ProjectedRBFSum.apply(Z1, Z2, w, slices)
+        dense = _dense_rbf_sum(Z1, Z2, w, slices)
+        torch.testing.assert_close(fused, dense, rtol=0, atol=atol / 10)
+        G = torch.randn(dense.shape, generator=g, dtype=DT)
+        inputs = [t for t in (Z1, Z2, w) if t.requires_grad]
+        for a, b in zip(torch.autograd.grad((fused * G).sum(), inputs), torch.autograd.grad((dense * G).sum(), inputs)):
+            torch.testing.assert_close(a, b, rtol=0, atol=atol)
