@@ -65,7 +65,7 @@ class ExactGPModel(GaussianNoiseModel):
         and the output scale, so that :class:`_NegLogMarginalLikelihood` applies the scale
         while it forms :math:`K_y` (``s = None``: ``K`` is the whole matrix)."""
         k = self.kernel
-        if isinstance(k, ScaleKernel) and k.active_dims is None and k.outputscale.dim() == 0:
+        if type(k) is ScaleKernel and k.active_dims is None and k.outputscale.dim() == 0:  # not a subclass's forward
             return k.base_kernel(X).to_dense(), k.outputscale
         return k(X).to_dense(), None
 
