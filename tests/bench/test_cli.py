@@ -77,6 +77,16 @@ def test_run_that_would_plan_no_task_is_an_error_naming_the_valid_choices(tiny_p
     assert not (tmp_path / "r.sqlite").exists()
 
 
+def test_run_names_a_skipped_model_with_a_hint(tiny_protocol, protocol_file, tmp_path):
+    """A model with an unregistered preset beside registered ones is skipped, named with the close match."""
+    mixed = protocol_file(tiny_protocol(splits=(0,), models=[{"label": "Linear", "preset": "Linear"},
+                                                             {"label": "Lin", "preset": "Linaer"}]))
+    result = _run(mixed, tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "Skipped (preset not registered): 'Lin' (preset 'Linaer'; did you mean 'Linear'?)" in result.output
+    assert "1 tasks: 0 already" in result.output
+
+
 def test_repeated_splits_seeds_and_names_run_once(tiny_protocol, protocol_file, tmp_path):
     path = protocol_file(tiny_protocol(splits=(0,)))
     result = _run(path, tmp_path, "--splits", "0", "0", "--seeds", "1", "1", "--models", "Linear", "linear")

@@ -95,7 +95,8 @@ def list_protocols():
 def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_scheduler, db, retry_failed,
             data_dir, no_progress):
     """Run every missing task of PROTOCOL (a built-in name or a protocol .json file)."""
-    from .runner import run_protocol
+    from .protocols import get_protocol
+    from .runner import describe_unregistered, run_protocol
     from .store import StoreError
 
     try:
@@ -115,7 +116,8 @@ def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_sc
         click.echo("\nInterrupted. Finished tasks are saved; run the same command again to resume.", err=True)
         sys.exit(130)
     if summary.skipped_models:
-        click.echo(f"Skipped (preset not registered): {', '.join(summary.skipped_models)}", err=True)
+        click.echo(f"Skipped (preset not registered): "
+                   f"{describe_unregistered(get_protocol(protocol), summary.skipped_models)}", err=True)
     click.echo(f"{summary.total} tasks: {summary.skipped} already in {summary.db}, "
                f"{summary.done} done, {summary.failed} failed now.")
     if summary.failed:

@@ -71,8 +71,13 @@ def _unique_ints(kind: str, requested, default, minimum: int | None = None) -> l
     return values
 
 
-def _unregistered(proto: Protocol, labels: list[str], registered: list[str]) -> str:
-    """``'label' (preset 'X'; did you mean 'Y'?)`` for each model whose preset is not registered."""
+def describe_unregistered(proto: Protocol, labels: list[str], registered=None) -> str:
+    """``'label' (preset 'X'; did you mean 'Y'?)`` for each model whose preset is not registered
+    (``registered``: the registered preset names, default all of them)."""
+    if registered is None:
+        from hdgp import presets  # lazily, as in plan_tasks: presets import every estimator
+
+        registered = list(presets())
     by_lower = {name.lower(): name for name in registered}
     parts = []
     for lab in labels:
@@ -163,12 +168,12 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     missing = [lab for lab in labels if proto.model(lab).preset.lower() not in {r.lower() for r in registered}]
     if missing and (models or len(missing) == len(labels)):
         raise ValueError(
-            f"Model(s) {_unregistered(proto, missing, registered)} of protocol {proto.name!r} use presets that are "
-            f"not registered in this installation. Registered presets: {', '.join(registered)}."
+            f"Model(s) {describe_unregistered(proto, missing, registered)} of protocol {proto.name!r} use presets "
+            f"that are not registered in this installation. Registered presets: {', '.join(registered)}."
         )
     if missing and warn_skipped:
         warnings.warn(f"Skipping model(s) whose preset is not registered yet: "
-                      f"{_unregistered(proto, missing, registered)}.", HDGPWarning, stacklevel=2)
+                      f"{describe_unregistered(proto, missing, registered)}.", HDGPWarning, stacklevel=2)
     labels = [lab for lab in labels if lab not in missing]
     need_dir = _needs_data_dir(proto, ds_names)
     if need_dir:
