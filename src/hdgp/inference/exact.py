@@ -72,11 +72,16 @@ class ExactGPModel(GaussianNoiseModel):
     @torch.no_grad()
     def posterior(self, X: torch.Tensor, y: torch.Tensor) -> "ExactPosterior":
         """Condition on training data; the result predicts at new inputs."""
-        Ky = self.kernel(X).to_dense().clone()
-        Ky.diagonal().add_(self.noise)
-        L, jitter = robust_cholesky(Ky)
+        L, jitter = robust_cholesky(_noisy_matrix(*self._scaled_kernel(X), self.noise))
         alpha = torch.cholesky_solve((y - self.constant).unsqueeze(-1), L).squeeze(-1)
         return ExactPosterior(self.kernel, X, L, alpha, self.constant.clone(), self.noise.clone(), jitter)
+
+
+def _noisy_matrix(K: torch.Tensor, scale, noise: torch.Tensor) -> torch.Tensor:
+    """:math:`K_y = sK + \\sigma_n^2 I` as a new (detached) tensor; ``scale`` None means :math:`s = 1`."""
+    Ky = K.detach().clone() if scale is None else K.detach() * scale.detach()
+    Ky.diagonal().add_(noise.detach())
+    return Ky
 
 
 class _NegLogMarginalLikelihood(torch.autograd.Function):
@@ -99,10 +104,7 @@ class _NegLogMarginalLikelihood(torch.autograd.Function):
     @staticmethod
     def forward(ctx, K, scale, noise, r):
         n = r.shape[0]
-        Ky = K.detach().clone() if scale is None else K.detach() * scale.detach()
-        Ky.diagonal().add_(noise.detach())
-        L, _ = robust_cholesky(Ky)
-        del Ky
+        L, _ = robust_cholesky(_noisy_matrix(K, scale, noise))
         alpha = torch.cholesky_solve(r.detach().unsqueeze(-1), L).squeeze(-1)
         value = 0.5 * r.detach().dot(alpha) + L.diagonal().log().sum() + 0.5 * n * math.log(2 * math.pi)
         if any(ctx.needs_input_grad):

@@ -113,16 +113,17 @@ def _block_gradients(M: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t, first
     return rows, cols
 
 
-def _row_blocks(n_rows: int, n_cols: int, width: int, device: torch.device, symmetric: bool):
+def _row_blocks(groups, n_rows: int, n_cols: int, batch: torch.Size, device: torch.device, symmetric: bool):
     """``(first row, number of rows, first column)`` of blocks of rows that tile the ``(n_rows, n_cols)`` K.
 
-    A block's temporaries hold ``width`` × rows × cols entries (``width``: terms of the
-    largest degree group times the number of batch entries): about :data:`_CPU_BLOCK_ENTRIES` on the CPU,
+    A block's temporaries hold width × rows × cols entries (width: terms of the largest
+    degree group in ``groups`` times the number of ``batch`` entries): about :data:`_CPU_BLOCK_ENTRIES` on the CPU,
     :data:`_GPU_BLOCK_ENTRIES` on a GPU. For a symmetric K (both arguments the same
     tensor) each block only spans the columns from its own diagonal on: the upper
     triangle, half the work.
     """
     budget = _CPU_BLOCK_ENTRIES if device.type == "cpu" else _GPU_BLOCK_ENTRIES
+    width = max(len(terms) for terms, _, _ in groups) * batch.numel()
     step = max(_MIN_BLOCK_ROWS, budget // max(1, width * n_cols))
     for start in range(0, n_rows, step):
         yield start, min(step, n_rows - start), start if symmetric else 0
@@ -157,8 +158,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
         n1, n2 = Z1.shape[-2], Z2.shape[-2]
         K = Z1.new_empty(torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (n1, n2))
         zero = K.new_zeros(())
-        width = max(len(terms) for terms, _, _ in groups) * K.shape[:-2].numel()
-        for r0, nr, c0 in _row_blocks(n1, n2, width, Z1.device, symmetric):
+        for r0, nr, c0 in _row_blocks(groups, n1, n2, K.shape[:-2], Z1.device, symmetric):
             block = None
             for terms, U1, U2 in groups:
                 E, _ = _block_terms(U1.narrow(-2, r0, nr), U2.narrow(-2, c0, n2 - c0), zero)
@@ -185,8 +185,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
         g2 = [G.new_zeros(batch + U2.shape[-3:]) for _, _, U2 in groups] if need_z2 and not symmetric else None
         gw = G.new_zeros(batch + weights.shape) if need_w else None
         zero = G.new_zeros(())
-        width = max(len(terms) for terms, _, _ in groups) * batch.numel()
-        for r0, nr, c0 in _row_blocks(n1, n2, width, G.device, symmetric):
+        for r0, nr, c0 in _row_blocks(groups, n1, n2, batch, G.device, symmetric):
             G_block = G.narrow(-2, r0, nr).narrow(-1, c0, n2 - c0)
             if symmetric:  # G + G^T on this block: each entry of M + M^T below, computed once
                 G_block = G_block + G.narrow(-2, c0, n2 - c0).narrow(-1, r0, nr).transpose(-1, -2)
