@@ -1,5 +1,6 @@
 """The .hdgp model file: identical predictions after a round trip, version checks, damaged files."""
 
+import hashlib
 import io
 import json
 import warnings
@@ -158,8 +159,55 @@ def test_future_major_version_is_refused(saved, tmp_path):
         m["library_version"] = "9.0.0"
         return m
 
-    with pytest.raises(ModelFileError, match=r"format 2\.0 .*hdgp 9\.0\.0.*Upgrade hdgp"):
+    with pytest.raises(ModelFileError, match=rf"format {FORMAT_VERSION[0] + 1}\.0 .*hdgp 9\.0\.0.*Upgrade hdgp"):
         hdgp.load(_rewrite(saved, tmp_path / "future.hdgp", manifest=bump))
+
+
+def test_format_0_is_refused(saved, tmp_path):
+    def old(m):
+        m["format_version"] = [0, 9]
+        return m
+
+    with pytest.raises(ModelFileError, match=r"format 0\.9 .*Refit the model"):
+        hdgp.load(_rewrite(saved, tmp_path / "old.hdgp", manifest=old))
+
+
+def _as_format_1(path, out, raw_of_value=None):
+    """``path`` rewritten as a format-1.1 file; ``raw_of_value`` re-encodes the raw scales of a
+    projected model the way 1.x stored them."""
+    with zipfile.ZipFile(path) as zf:
+        tensors = torch.load(io.BytesIO(zf.read("tensors.pt")), weights_only=True)
+    if raw_of_value is not None:
+        for key in [k for k in tensors if k.endswith(("raw_outputscale", "raw_input_lengthscale",
+                                                       "raw_projection_lengthscale"))]:
+            tensors[key] = raw_of_value(tensors[key].exp())
+    buffer = io.BytesIO()
+    torch.save(tensors, buffer)
+    blob = buffer.getvalue()
+
+    def downgrade(m):
+        m["format_version"] = [1, 1]
+        m["tensors"]["sha256"] = hashlib.sha256(blob).hexdigest()
+        return m
+
+    return _rewrite(path, out, manifest=downgrade, tensors=blob)
+
+
+@pytest.mark.parametrize("name", ["DPA-GP-ARD", "RPA-GP-2", "DPA-GP-ARD-SKI"])
+def test_format_1_projected_file_is_converted(name, tmp_path):
+    """Format 1.x stored the projected kernel's scales as softplus^-1(v); they are read as log(v) now."""
+    est = _fit(name)
+    path = hdgp.save(est, tmp_path / "new.hdgp")
+    softplus_inverse = lambda v: v + torch.log(-torch.expm1(-v))  # noqa: E731
+    back = hdgp.load(_as_format_1(path, tmp_path / "old.hdgp", softplus_inverse))
+    np.testing.assert_allclose(back.predict(XT), est.predict(XT), rtol=1e-10, atol=1e-12)
+    for a, b in zip(back.model_.parameters(), est.model_.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_format_1_file_of_other_family_loads_unchanged(saved, tmp_path):
+    back = hdgp.load(_as_format_1(saved, tmp_path / "old.hdgp"))
+    np.testing.assert_array_equal(back.predict(XT), hdgp.load(saved).predict(XT))
 
 
 def test_newer_minor_version_loads_with_warning(saved, tmp_path):

@@ -15,6 +15,7 @@ from gpytorch.kernels import Kernel, ScaleKernel
 
 from ..inference import ENGINES
 from ..inference.ski import SKIProjectedGPModel
+from ..kernels import log_positive
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 from ..presets import register_preset
 from ..projections import diverse_directions, expand_degrees, min_pairwise_angle, random_directions
@@ -202,7 +203,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
                                              torch.tensor(degrees, device=X.device))
             per_group = torch.zeros(len(degrees), **kw).index_add(0, groups, spread)
             kernel.projection_lengthscale = per_group / torch.tensor(degrees, **kw)
-        return ScaleKernel(kernel).to(**kw)
+        return ScaleKernel(kernel, outputscale_constraint=log_positive()).to(**kw)
 
 
 def _preset(description: str, **params):

@@ -1,6 +1,6 @@
 r"""The ``.hdgp`` model file: a versioned zip archive with a JSON manifest and tensors.
 
-Layout (format 1.x)
+Layout (format 2.x)
 -------------------
 A model file is a zip archive with exactly these members:
 
@@ -9,7 +9,7 @@ A model file is a zip archive with exactly these members:
 
         {
           "format": "hdgp-model",
-          "format_version": [1, 0],          # [major, minor]
+          "format_version": [2, 0],          # [major, minor]
           "library_version": "0.1.0",        # hdgp that wrote the file
           "created": "2026-01-01T00:00:00+00:00",
           "estimator": {
@@ -49,9 +49,10 @@ with the fit's own operations (:mod:`hdgp.io.compact`).
 
 Compatibility
 -------------
-Files whose major ``format_version`` differs from :data:`FORMAT_VERSION` are refused
-with :class:`ModelFileError`. A newer minor version only adds optional fields and is
-read with a :class:`~hdgp.exceptions.HDGPWarning`.
+Files of a newer major ``format_version`` than :data:`FORMAT_VERSION` are refused with
+:class:`ModelFileError`; format 1.x files are read and converted (2.0 changed how the
+projected-additive kernel's scales are stored). A newer minor version only adds
+optional fields and is read with a :class:`~hdgp.exceptions.HDGPWarning`.
 """
 
 from __future__ import annotations
@@ -76,8 +77,16 @@ from .rebuild import load_state, module_slots, rebuild_module, slot_name
 __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "read_manifest"]
 
 #: (major, minor) of the format this version writes. 1.1 added ``$pandas`` nodes (pandas scalars
-#: as category levels); a 1.0 reader warns on such a file and fails on the node.
-FORMAT_VERSION = (1, 1)
+#: as category levels); a 1.0 reader warns on such a file and fails on the node. 2.0 stores the
+#: projected-additive kernel's length-scales and output scale as logarithms (1.x: GPyTorch's
+#: softplus), which a 1.x reader would misread; 1.x files are converted when read.
+FORMAT_VERSION = (2, 0)
+#: Oldest major version this version reads (:func:`_upgrade_tensors` converts older majors).
+_OLDEST_READABLE_MAJOR = 1
+#: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
+#: softplus⁻¹(value) and 2.0 stores as log(value).
+_SOFTPLUS_IN_1X = ("kernel.raw_outputscale", "kernel.base_kernel.raw_input_lengthscale",
+                   "kernel.base_kernel.raw_projection_lengthscale")
 _FORMAT_NAME = "hdgp-model"
 _MANIFEST = "manifest.json"
 _TENSORS = "tensors.pt"
@@ -225,15 +234,15 @@ def _check_version(path, manifest: dict) -> None:
     if not (isinstance(version, list) and len(version) == 2 and all(isinstance(v, int) for v in version)):
         raise _damaged(path, f"invalid format_version {version!r}")
     writer = manifest.get("library_version", "unknown")
-    if version[0] != FORMAT_VERSION[0]:
+    if not _OLDEST_READABLE_MAJOR <= version[0] <= FORMAT_VERSION[0]:
         newer = version[0] > FORMAT_VERSION[0]
         raise ModelFileError(
             f"{path} uses model-file format {version[0]}.{version[1]} (written by hdgp {writer}), but this "
-            f"hdgp {_library_version()} reads format {FORMAT_VERSION[0]}.x only. "
+            f"hdgp {_library_version()} reads formats {_OLDEST_READABLE_MAJOR}.x to {FORMAT_VERSION[0]}.x only. "
             + ("Upgrade hdgp (pip install -U hdgp) to read it." if newer
                else "Refit the model with this version of hdgp.")
         )
-    if version[1] > FORMAT_VERSION[1]:
+    if version[0] == FORMAT_VERSION[0] and version[1] > FORMAT_VERSION[1]:
         warnings.warn(
             f"{path} was written by a newer hdgp ({writer}, format {version[0]}.{version[1]}); "
             "fields this version does not know are ignored.", HDGPWarning, stacklevel=3,
@@ -352,6 +361,7 @@ def _load_parts(path, device):
         cls = _import_hdgp_class(spec["class"])
         if not issubclass(cls, BaseEstimator):  # the constructor runs: only estimators, never e.g. a ResultStore
             raise ValueError(f"{spec['class']!r} is not an hdgp estimator")
+        _upgrade_tensors(manifest, cls, tensors)
         est = cls(**StateDecoder(tensors).decode(spec["params"]))
         target = _choose_device(est, path, device)
         first = StateDecoder(tensors, device=target)
@@ -391,6 +401,20 @@ def _load_parts(path, device):
     except Exception as exc:
         raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
     return est, table, metadata
+
+
+def _upgrade_tensors(manifest: dict, cls, tensors: dict) -> None:
+    """Convert, in place, the stored values of a format-1.x file whose encoding 2.0 changed:
+    a projected-additive model's raw scales, softplus⁻¹(v) then, log(v) now."""
+    from ..estimators.projected import ProjectedAdditiveGPRegressor
+
+    if manifest["format_version"][0] >= 2 or not issubclass(cls, ProjectedAdditiveGPRegressor):
+        return
+    for slot in manifest["estimator"].get("modules") or []:
+        for name in _SOFTPLUS_IN_1X:
+            key = slot["state_dict_prefix"] + name
+            if key in tensors:
+                tensors[key] = torch.nn.functional.softplus(tensors[key]).log()
 
 
 def _strip_modules(node):

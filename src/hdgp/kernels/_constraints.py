@@ -12,7 +12,9 @@ def log_positive() -> Positive:
     L-BFGS converges in far fewer steps on log-scale parameters than on GPyTorch's
     default softplus, which is nearly linear for large values: on housing
     (RBF-ARD, n = 455) 44 instead of 150 marginal-likelihood evaluations, with
-    a slightly better optimum.
+    a slightly better optimum. The projected-additive kernels moved to it later: DPA-GP-ARD on
+    concrete and airfoil (10 splits each) took 27 % and 13 % fewer evaluations, at equal
+    mean loss and slightly lower mean test RMSE.
     """
     return Positive(transform=torch.exp, inv_transform=torch.log)
 

@@ -27,9 +27,10 @@ import math
 from collections.abc import Sequence
 
 import torch
-from gpytorch.constraints import Positive
 from gpytorch.kernels import Kernel
 from torch.utils.checkpoint import checkpoint
+
+from ._constraints import log_positive
 
 __all__ = ["ProjectedAdditiveKernel"]
 
@@ -258,6 +259,9 @@ class ProjectedAdditiveKernel(Kernel):
     projection_lengthscale : torch.Tensor of shape (J,)
         :math:`\\lambda` (only when not ``ard``).
 
+    Length-scales are stored as their logarithms (raw parameter = log value, as for
+    every hdgp kernel; :func:`~hdgp.kernels.log_positive`).
+
     References
     ----------
     Delbridge, Bindel & Wilson (2020), eq. (2)-(4) and Sec. 4.3.
@@ -302,10 +306,10 @@ class ProjectedAdditiveKernel(Kernel):
         dtype = projections.dtype
         if self.ard:
             self.register_parameter("raw_input_lengthscale", torch.nn.Parameter(torch.zeros(d, dtype=dtype)))
-            self.register_constraint("raw_input_lengthscale", Positive())
+            self.register_constraint("raw_input_lengthscale", log_positive())
         else:
             self.register_parameter("raw_projection_lengthscale", torch.nn.Parameter(torch.zeros(J, dtype=dtype)))
-            self.register_constraint("raw_projection_lengthscale", Positive())
+            self.register_constraint("raw_projection_lengthscale", log_positive())
             self.register_parameter("raw_weights", torch.nn.Parameter(torch.zeros(J, dtype=dtype)))
 
     @property
