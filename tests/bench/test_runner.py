@@ -46,6 +46,24 @@ def test_rerun_skips_finished_and_failed_tasks_and_retries_on_request(raising_pr
     assert len(runs) == 3 and list(runs.done) == [2, 0, 0]
 
 
+def test_rerun_replaces_the_selected_records_only(raising_protocol, tmp_path):
+    db = tmp_path / "r.sqlite"
+    run_protocol(raising_protocol, workers=0, db=db, progress=False)
+    with ResultStore(db) as store:
+        before = store.frame("tiny").set_index(["model", "split"])
+    again = run_protocol(raising_protocol, models=["Linear"], splits=[0], workers=0, db=db, progress=False,
+                         rerun=True)
+    assert (again.skipped, again.done, again.failed) == (0, 1, 0)
+    with ResultStore(db) as store:
+        after = store.frame("tiny").set_index(["model", "split"])
+    assert len(after) == len(before)
+    assert after.loc[("Linear", 0), "finished_at"] > before.loc[("Linear", 0), "finished_at"]
+    assert after.loc[("Linear", 0), "attempts"] == 2
+    assert after.loc[("Linear", 0), "metric_rmse"] == pytest.approx(before.loc[("Linear", 0), "metric_rmse"])
+    unselected = [("Linear", 1), ("Broken", 0), ("Broken", 1)]
+    assert (after.loc[unselected, "finished_at"] == before.loc[unselected, "finished_at"]).all()
+
+
 def test_workers_times_threads_may_not_exceed_cores(raising_protocol, tmp_path):
     from hdgp.bench.runner import usable_cores
 

@@ -89,11 +89,13 @@ def list_protocols():
 @click.option("--db", type=click.Path(dir_okay=False), default=None,
               help="Results database (default: benchmarks/results/PROTOCOL.sqlite).")
 @click.option("--retry-failed", is_flag=True, help="Re-run tasks recorded as failed.")
+@click.option("--rerun", is_flag=True,
+              help="Run the selected tasks again even if done, replacing their records (after a code change).")
 @click.option("--data-dir", type=click.Path(file_okay=False), default=None,
               help="Benchmark data folder (default: $HDGP_DATA_DIR).")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_scheduler, db, retry_failed,
-            data_dir, no_progress):
+            rerun, data_dir, no_progress):
     """Run every missing task of PROTOCOL (a built-in name or a protocol .json file)."""
     from .protocols import get_protocol
     from .runner import describe_unregistered, run_protocol
@@ -107,7 +109,7 @@ def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_sc
     try:
         summary = run_protocol(protocol, datasets=_split_multi(datasets), models=_split_multi(models),
                                splits=split_list, seeds=seed_list, workers=workers, threads=threads,
-                               dask_scheduler=dask_scheduler, db=db, retry_failed=retry_failed,
+                               dask_scheduler=dask_scheduler, db=db, retry_failed=retry_failed, rerun=rerun,
                                data_dir=data_dir, progress=not no_progress, command=_command_line(),
                                warn_skipped=False)
     except (ValueError, FileNotFoundError, StoreError, ImportError) as exc:

@@ -2,7 +2,8 @@
 
 Every finished task is written to the :class:`~hdgp.bench.store.ResultStore` by
 this (the main) process as soon as it arrives. Tasks already ``done`` in the
-store are skipped; ``failed`` ones are skipped too unless ``retry_failed``.
+store are skipped; ``failed`` ones are skipped too unless ``retry_failed``, and
+``rerun`` runs every selected task again (after a change to the code).
 """
 
 from __future__ import annotations
@@ -298,7 +299,7 @@ def _run_inline(tasks, threads, on_result):
 
 
 def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=None, workers=None, threads=1,
-                 dask_scheduler=None, db=None, retry_failed=False, data_dir=None, progress=True,
+                 dask_scheduler=None, db=None, retry_failed=False, rerun=False, data_dir=None, progress=True,
                  command=None, warn_skipped=True) -> RunSummary:
     """Run every task of ``protocol`` that the results store does not hold yet.
 
@@ -320,6 +321,10 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
         Results database (default ``benchmarks/results/<protocol>.sqlite``).
     retry_failed : bool, default=False
         Re-run tasks recorded as failed.
+    rerun : bool, default=False
+        Run every selected task, done or failed, and replace its record: how stored
+        results are brought up to date after a change to the code (select the rows
+        with ``datasets``, ``models`` and ``splits``).
     data_dir : path, optional
         Benchmark data folder (default ``$HDGP_DATA_DIR``).
     progress : bool, default=True
@@ -350,7 +355,7 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
     db_path = Path(db) if db is not None else default_db_path(proto.name)
     with ResultStore(db_path, writer=True) as store:
         status = store.status(proto.name)
-        keep = {"done"} if retry_failed else {"done", "failed"}
+        keep = set() if rerun else {"done"} if retry_failed else {"done", "failed"}
         pending = [t for t in tasks if status.get(t.key[1:]) not in keep]
         summary = RunSummary(total=len(tasks), skipped=len(tasks) - len(pending), db=str(db_path),
                              skipped_models=skipped_models)
