@@ -43,7 +43,10 @@ def demo(dataset, split, models, output, as_json, quiet):
     """
     from .demo import DEMO_MODELS, run_demo
 
-    rows = run_demo(dataset, split, models or DEMO_MODELS, output, progress=not quiet)
+    try:
+        rows = run_demo(dataset, split, models or DEMO_MODELS, output, progress=not quiet)
+    except (ValueError, FileNotFoundError, OSError) as exc:
+        raise click.ClickException(str(exc)) from None
     if as_json:
         click.echo(json.dumps(rows, indent=2))
         return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import time
 import warnings
 from pathlib import Path
@@ -30,9 +31,11 @@ def run_demo(dataset: str = "diabetes", split: int = 0, models=DEMO_MODELS, outp
     """
     from tqdm.auto import tqdm
 
+    chosen = _demo_models(models)
+    out = Path(output_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"The output folder {str(out)!r} is an existing file; choose another with -o.")
     ds = data.load(dataset, split=split, standardize=True)
-    available = {name.lower(): name for name in presets()}
-    chosen = [available[m.lower()] for m in models if m.lower() in available]
     rows, predictions = [], {}
     for name in tqdm(chosen, desc=f"fitting on {dataset}", disable=not progress):
         est = preset(name, random_state=random_state, **DEMO_OVERRIDES.get(name, {}))
@@ -47,10 +50,35 @@ def run_demo(dataset: str = "diabetes", split: int = 0, models=DEMO_MODELS, outp
                      "nlpd": metrics.nlpd(ds.y_test, mean, std),
                      "coverage95": metrics.interval_coverage(ds.y_test, mean, std, 0.95),
                      "fit_seconds": fit_seconds})
-    out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     _plot(ds, predictions, out / "predictions.png")
     return rows
+
+
+def _demo_models(models) -> list[str]:
+    """The registered regression presets named in ``models`` (any case), in order.
+
+    The default :data:`DEMO_MODELS` may name families that are not installed: those are
+    skipped. A name the user gave that is unknown, or a classifier, is an error.
+    """
+    from sklearn.base import is_classifier
+
+    available = {name.lower(): name for name in presets()}
+    if tuple(models) == DEMO_MODELS:
+        return [available[m.lower()] for m in models if m.lower() in available]
+    regressors = [name for name in available.values() if not is_classifier(preset(name))]
+    chosen = []
+    for m in models:
+        name = available.get(str(m).lower())
+        if name is None or name not in regressors:
+            close = difflib.get_close_matches(str(m), regressors, n=1)
+            what = "is a classifier; the demo data sets are regression problems" if name else "is not a preset"
+            raise ValueError(f"{m!r} {what}." + (f" Did you mean {close[0]!r}?" if close else "")
+                             + f" Regression presets: {', '.join(regressors)}.")
+        chosen.append(name)
+    if not chosen:
+        raise ValueError("No models to fit; name presets with --models.")
+    return chosen
 
 
 def _plot(ds, predictions: dict, path: Path) -> None:

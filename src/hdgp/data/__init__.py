@@ -107,6 +107,9 @@ def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **
         Unknown ``name`` (the message suggests close names and lists the valid ones) or
         ``split`` out of range.
     """
+    if (name in SYNTHETIC or name in _SKLEARN) and not (0 <= split < _N_RANDOM_SPLITS):
+        # checked before the split seeds the generator (a negative seed would fail inside NumPy)
+        raise ValueError(f"split must be in [0, {_N_RANDOM_SPLITS - 1}] for {name!r}, got {split}.")
     if name in SYNTHETIC:
         X, y = SYNTHETIC[name](rng=split, **generator_kwargs)
         X_train, y_train, X_test, y_test = _random_split(X, y, split)
