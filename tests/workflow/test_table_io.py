@@ -229,6 +229,26 @@ def test_new_dates_must_use_the_training_format():
     np.testing.assert_array_equal(typed.encode(X)["when"], schema.encode(X)["when"])
 
 
+def test_day_first_dates_are_dates():
+    """'01/01/2021, 06/01/2021, 16/01/2021, ...' fits day first only; pandas guessed month first from the
+    first cell, so the column became one category per row."""
+    days = pd.date_range("2021-01-01", periods=40, freq="5D")
+    frame = pd.DataFrame({"when": days.strftime("%d/%m/%Y"), "y": np.arange(40.0)})
+    schema, X, _ = TableSchema.infer(frame, "y")
+    assert schema.kinds["when"] == "datetime" and schema.date_formats == {"when": "%d/%m/%Y"}
+    np.testing.assert_allclose(schema.encode(X)["when"], (days - pd.Timestamp("1970-01-01")).days)
+    ambiguous = pd.DataFrame({"when": ["01/02/2021", "03/04/2021", "05/06/2021"], "y": [1.0, 2.0, 3.0]})
+    assert TableSchema.infer(ambiguous, "y")[0].date_formats == {"when": "%m/%d/%Y"}  # as pandas reads it
+
+
+def test_dates_in_several_formats_are_refused_as_dates():
+    days = pd.date_range("2021-01-01", periods=60, freq="5D")
+    mixed = np.where(np.arange(60) % 2, days.strftime("%Y-%m-%d"), days.strftime("%d/%m/%Y"))
+    frame = pd.DataFrame({"when": mixed, "y": np.arange(60.0)})
+    with pytest.raises(TableError, match="Column 'when' looks like dates, but not in one format"):
+        TableSchema.infer(frame, "y")
+
+
 @pytest.mark.parametrize("values", [["March", "April", "May"], ["1st", "2nd", "3rd"], ["10:30", "11:45", "12:00"],
                                     ["1/2", "3/4", "5/6"]])
 def test_text_that_pandas_would_read_as_dates_without_a_year_stays_categorical(values):

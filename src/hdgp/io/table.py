@@ -151,29 +151,67 @@ def _refuse_separated_numbers(series: pd.Series, name: str) -> None:
 
 def _as_dates(series: pd.Series, fmt: str | None = None):
     """The column as datetimes when every cell is one (a datetime dtype, or text with a year such
-    as '2024-03-01' or '05/01/2021', in one format that pandas recognises, or in ``fmt`` when
-    given), else None.
+    as '2024-03-01', '05/01/2021' or '16/01/2021', in one format: ``fmt`` when given, else
+    :func:`_date_format`'s), else None.
 
     The year is required: pandas also reads 'March', '1st', '10:30' and '1/2' as dates,
     and those are categories.
     """
     if pd.api.types.is_datetime64_any_dtype(series):
         return series
-    if not _is_text(series) or isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(series):
+    if not _has_years(series):
         return None
-    if not series.astype(str).str.contains(r"\d{4}").all():
-        return None
+    fmt = fmt or _date_format(series)
     with warnings.catch_warnings():  # pandas warns when it cannot infer one format
         warnings.simplefilter("ignore")
         dates = pd.to_datetime(series, format=fmt, errors="coerce")
     return dates if len(dates) and dates.notna().all() else None
 
 
+def _has_years(series: pd.Series) -> bool:
+    """Text (not categorical or boolean) whose every cell holds four digits in a row."""
+    if not _is_text(series) or isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(series):
+        return False
+    return bool(series.astype(str).str.contains(r"\d{4}").all())
+
+
+#: Distinct cells whose formats :func:`_date_format` tries.
+_DATE_FORMAT_PROBES = 20
+
+
 def _date_format(series: pd.Series) -> str | None:
-    """The strftime format of a text date column (as pandas infers it from the first cell), or None."""
+    """The strftime format in which every cell of a text date column is a date, or None.
+
+    Candidates are the formats pandas guesses for the first distinct cells, month first
+    and then day first (so '01/02/2021' reads as January 2 when both fit, as in pandas,
+    and a column holding '16/01/2021' as day first).
+    """
     if pd.api.types.is_datetime64_any_dtype(series):
         return None
-    return guess_datetime_format(str(series.iloc[0]))
+    cells = pd.unique(series.astype(str))[:_DATE_FORMAT_PROBES]
+    with warnings.catch_warnings():  # a month-first guess of '16/01/2021' warns that it read it day first
+        warnings.simplefilter("ignore")
+        candidates = dict.fromkeys(fmt for dayfirst in (False, True) for cell in cells
+                                   if (fmt := guess_datetime_format(cell, dayfirst=dayfirst)) is not None)
+        for fmt in candidates:
+            if pd.to_datetime(series, format=fmt, errors="coerce").notna().all():
+                return fmt
+    return None
+
+
+def _refuse_mixed_dates(series: pd.Series, name: str) -> None:
+    """A TableError for a text column of dates that no single format reads (else nothing)."""
+    if not _has_years(series):
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        dates = pd.to_datetime(series, format="mixed", errors="coerce")
+    if dates.notna().mean() >= _NUMERIC_SHARE:
+        examples = pd.unique(series.astype(str))[:3]
+        raise TableError(
+            f"Column {name!r} looks like dates, but not in one format (e.g. {', '.join(map(repr, examples))}); "
+            f"write every date the same way (e.g. 2021-01-16), or drop the column with --drop {name}."
+        )
 
 
 def _days(dates: pd.Series) -> pd.Series:
@@ -324,6 +362,7 @@ class TableSchema:
                 if _as_dates(s) is not None:
                     kinds[c] = "datetime"
                     continue
+                _refuse_mixed_dates(s, c)
                 _refuse_separated_numbers(s, c)
                 n_levels = s.nunique()
                 if n_levels > max_levels:
