@@ -104,6 +104,19 @@ def test_string_labels_come_back_and_the_split_is_stratified():
     np.testing.assert_array_equal(tm.classes_, ["no", "yes"])
 
 
+def test_the_held_out_rows_hold_every_class():
+    """2 of 60 rows in class C: the stratified split's share, 0.4 rows, rounded to none held out."""
+    from hdgp.workflow.fitting import _split
+
+    frame = FRAME.head(60).assign(answer="A")
+    frame.loc[[0, 1], "answer"] = "C"
+    schema, _, y = TableSchema.infer(frame, "answer", task="classification")
+    for seed in range(5):
+        train, test = _split(schema, y, 0.2, seed)
+        assert np.bincount(y[test]).tolist() == [12, 1] and np.bincount(y[train]).tolist() == [46, 1]
+        assert sorted(np.concatenate([train, test]).tolist()) == list(range(60))
+
+
 def test_classifier_file_round_trip_gives_identical_probabilities(tmp_path):
     frame = FRAME.assign(answer=FRAME["answer"] == "yes")  # boolean labels
     tm = _quiet_fit(frame, "answer", model="oak", params=FAST_OAKC)

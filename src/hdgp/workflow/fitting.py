@@ -272,4 +272,11 @@ def _split(schema: TableSchema, y: np.ndarray, test_size: float, random_state) -
                          f"after holding out {n_test} for testing. Add rows or lower --test-size.")
     if n_test < 2:
         return np.arange(n), np.arange(0)
-    return train_test_split(np.arange(n), test_size=n_test, random_state=random_state, stratify=stratify)
+    train, test = train_test_split(np.arange(n), test_size=n_test, random_state=random_state, stratify=stratify)
+    if stratify is not None:
+        # the stratified split rounds a rare class's share down to no held-out row (2 of 60 rows at
+        # 20 %: 0.4); hold out one of its rows too, so every class is measured (each has >= 2 rows)
+        rng = np.random.default_rng(random_state if isinstance(random_state, (int, np.integer)) else None)
+        moved = [rng.choice(train[y[train] == k]) for k in np.setdiff1d(np.unique(y), y[test])]
+        train, test = np.setdiff1d(train, moved), np.concatenate([test, moved]).astype(test.dtype)
+    return train, test
