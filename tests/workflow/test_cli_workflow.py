@@ -169,6 +169,20 @@ def test_parquet_tsv_and_csv_out_and_other_suffixes_refused(files, regions_fit, 
     assert not (tmp_path / "p.xlsx").exists()  # refused before predicting, not CSV text in an .xlsx file
 
 
+def test_outputs_never_overwrite_the_inputs(files, diabetes_fit, tmp_path):
+    table = tmp_path / "train.csv"
+    table.write_bytes((files / "diabetes.csv").read_bytes())
+    before = table.read_bytes()
+    for args, message in [
+        (["fit", table, "-t", "target", "-o", table], "it is the input file"),
+        (["fit", table, "-t", "target", "-o", tmp_path / "model.csv"], "that name is for a table"),
+        (["predict", diabetes_fit[0], table, "-o", table], "it is the input file"),
+    ]:
+        result = CliRunner().invoke(main, [str(a) for a in args])
+        assert result.exit_code == 1 and message in result.output, result.output
+    assert table.read_bytes() == before and not (tmp_path / "model.csv").exists()
+
+
 def test_interval_level_too_close_to_one_is_refused(files, diabetes_fit, tmp_path):
     result = _run("predict", diabetes_fit[0], files / "diabetes.csv", "-o", tmp_path / "p.csv",
                   "--level", "0.9999999999999999")

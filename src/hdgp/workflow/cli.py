@@ -75,12 +75,21 @@ def _load_table_model(path):
     return model
 
 
-def _output_ok(path: Path, what: str, suffixes: tuple = ()) -> None:
+def _output_ok(path: Path, what: str, suffixes: tuple = (), *, inputs: tuple = (), refused: tuple = ()) -> None:
+    """Refuse an output path in a missing folder, without one of ``suffixes``, with one of
+    ``refused``, or that is one of the ``inputs`` (it would be overwritten)."""
     if not path.parent.is_dir():
         raise click.ClickException(f"Cannot write the {what} to {path}: the folder {path.parent} does not exist.")
+    same = [p for p in inputs if path.resolve() == Path(p).resolve()]
+    if same:
+        raise click.ClickException(f"Cannot write the {what} to {path}: it is the input file {same[0]}, which "
+                                   "would be overwritten. Choose another output name with -o.")
     if suffixes and path.suffix.lower() not in suffixes:
         raise click.ClickException(f"Cannot write the {what} to {path.name}: use a file name ending in "
                                    f"{', '.join(suffixes)}.")
+    if path.suffix.lower() in refused:
+        raise click.ClickException(f"Cannot write the {what} to {path.name}: that name is for a table; use a "
+                                   "name such as model.hdgp.")
 
 
 # ------------------------------------------------------------------------ fit
@@ -136,8 +145,10 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     from .fitting import fit_table
     from .summary import learned_quantities
 
+    from ..io.table import TABLE_FORMATS
+
     out = Path(output)
-    _output_ok(out, "model")
+    _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
         frame = read_table(data)
         tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical), drop=_columns(drop),
@@ -222,7 +233,7 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
     from ..io.table import TABLE_FORMATS
 
     out = Path(output)
-    _output_ok(out, "predictions", tuple(TABLE_FORMATS))
+    _output_ok(out, "predictions", tuple(TABLE_FORMATS), inputs=(data, model_file))
     say = _progress(quiet)
     tm = _load_table_model(model_file)
     try:
