@@ -163,18 +163,22 @@ def test_presets_registry_lists_and_builds_baselines():
         hdgp.preset("no-such-model")
 
 
-@pytest.mark.parametrize("name", ["RBF-ARD", "Additive"])
+@pytest.mark.parametrize("name", ["RBF-ARD", "Additive", "GP-classifier", "OAK-classifier"])
 def test_fit_does_not_depend_on_the_global_torch_default_dtype(name):
     """Parameters are created and initialised in the estimator's dtype, not torch's default."""
     import torch
 
     X, y = _data(n=40)
+    classifier = name.endswith("classifier")
+    y = y > np.median(y) if classifier else y
+    extra = dict(n_inducing=20, max_order=2) if name == "OAK-classifier" else dict(n_inducing=20) if classifier else {}
     previous = torch.get_default_dtype()
+    results = []
     try:
-        torch.set_default_dtype(torch.float32)
-        a = hdgp.preset(name, random_state=0, max_iter=20).fit(X, y).predict(X)
-        torch.set_default_dtype(torch.float64)
-        b = hdgp.preset(name, random_state=0, max_iter=20).fit(X, y).predict(X)
+        for dtype in (torch.float32, torch.float64):
+            torch.set_default_dtype(dtype)
+            est = hdgp.preset(name, random_state=0, max_iter=20, **extra).fit(X, y)
+            results.append(est.predict_proba(X) if classifier else est.predict(X))
     finally:
         torch.set_default_dtype(previous)
-    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(*results)

@@ -37,7 +37,7 @@ from .._scaling import column_scales
 from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
-from ._base import resolve_device, resolve_dtype
+from ._base import _default_dtype, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from .gp import KERNELS
 
@@ -252,10 +252,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             targets = [codes == 1] if len(self.classes_) == 2 else [codes == k for k in range(len(self.classes_))]
             self.models_, self.posteriors_, self.fit_results_ = [], [], []
             for k, target in enumerate(targets):
-                model = SVGPModel(self._make_kernel(Xt), X=Xt, n_inducing=self.n_inducing_, random_state=seed + k,
-                                  discrete=self._discrete_columns(), likelihood="bernoulli",
-                                  learn_inducing=self.learn_inducing,
-                                  natural_gradient=self.optimizer_ == "adam").to(**self._torch_kwargs)
+                with _default_dtype(self._torch_kwargs["dtype"]):  # initial values not rounded to the caller's default
+                    model = SVGPModel(self._make_kernel(Xt), X=Xt, n_inducing=self.n_inducing_,
+                                      random_state=seed + k, discrete=self._discrete_columns(),
+                                      likelihood="bernoulli", learn_inducing=self.learn_inducing,
+                                      natural_gradient=self.optimizer_ == "adam").to(**self._torch_kwargs)
                 result = fit_svgp(model, Xt, torch.as_tensor(target.astype(np.float64), **self._torch_kwargs),
                                   batch_size=batch_size, max_iter=self.max_iter, lr=self.lr, ngd_lr=self.ngd_lr,
                                   random_state=seed + k, verbose=self.verbose, optimizer=self.optimizer_)
