@@ -342,3 +342,17 @@ def test_large_exact_posterior_is_saved_without_its_factor(tmp_path, monkeypatch
     np.testing.assert_allclose(mean2, mean, rtol=1e-12)
     np.testing.assert_allclose(std2, std, rtol=1e-10)
     assert est.posterior_.L is not None  # saving never modifies the estimator
+
+
+def test_a_user_prior_is_left_unchanged_and_saving_it_is_refused_clearly(tmp_path):
+    """The prior used to join the model (converted to float64 in place) and be saved as a reference
+    into it, which loading could not resolve: a file that could be written but never read."""
+    from gpytorch.priors import GammaPrior
+
+    prior = GammaPrior(1.1, 0.05)
+    est = _fit("RBF-ARD", noise_prior=prior)
+    assert prior.concentration.dtype == torch.float32
+    assert not any(m is prior for m in est.model_.modules())
+    with pytest.raises(ModelFileError, match="noise_prior.*GammaPrior.*cannot be saved"):
+        hdgp.save(est, tmp_path / "p.hdgp")
+    assert not (tmp_path / "p.hdgp").exists()

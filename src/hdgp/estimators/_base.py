@@ -8,6 +8,7 @@ standardisation, training, prediction in original units — lives here once.
 
 from __future__ import annotations
 
+import copy
 import numbers
 from contextlib import contextmanager
 
@@ -225,9 +226,11 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         """Subclasses check their own constructor arguments here (called in ``fit``)."""
 
     def _noise_prior(self):
+        """The prior module for a new model: a copy of a user's Prior (the model's dtype and device
+        conversions must not change the constructor parameter)."""
         if self.noise_prior == "smoothed-box":
             return smoothed_box_noise_prior(lower=self.noise_lower_bound)
-        return self.noise_prior
+        return copy.deepcopy(self.noise_prior)
 
     @property
     def _torch_kwargs(self) -> dict:
