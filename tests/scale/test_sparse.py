@@ -169,6 +169,20 @@ def test_too_many_inducing_points_raise():
         model.neg_log_marginal_likelihood(X, y)
 
 
+@pytest.mark.parametrize("name", ["SGPR-RBF-ARD", "SVGP"])
+def test_estimators_use_at_most_one_inducing_point_per_row(name):
+    """As the classifiers do: the default 512 inducing points on 30 rows used to be an error."""
+    import warnings
+
+    import hdgp
+
+    X, y = _data(n=30)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = hdgp.preset(name, max_iter=5, random_state=0).fit(X.numpy(), y.numpy())
+    assert est.model_.inducing_points.shape == (30, 3) and np.isfinite(est.predict(X.numpy())).all()
+
+
 def test_kmeans_keeps_binary_and_categorical_columns_on_observed_values():
     rng = np.random.default_rng(0)
     n = 2000

@@ -113,7 +113,8 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         ``"variational"`` (minibatch SVGP) trains with its own loop (natural gradients +
         Adam); ``optimizer`` and ``n_restarts`` do not apply to it.
     n_inducing : int, default=512
-        Number of inducing points for sparse/variational engines.
+        Number of inducing points for sparse/variational engines (at most the number
+        of training rows is used, as in the classifiers).
     noise_lower_bound : float, default=1e-4
         Lower bound on the noise variance of the *standardised* target.
     noise_prior : None, "smoothed-box" or gpytorch.priors.Prior
@@ -214,7 +215,7 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         engine = ENGINES[self.inference_]
         kwargs = dict(noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
         if getattr(engine, "uses_inducing_points", False):
-            kwargs.update(n_inducing=self.n_inducing, random_state=self._fit_seed_, X=X,
+            kwargs.update(n_inducing=min(self.n_inducing, X.shape[0]), random_state=self._fit_seed_, X=X,
                           discrete=self._discrete_columns())
         return engine(kernel, **kwargs)
 
