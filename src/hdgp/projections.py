@@ -53,8 +53,8 @@ def expand_degrees(degree, n_projections: int) -> tuple[int, ...]:
     tuple of int
         :math:`(D_1, \\dots, D_J)`.
     """
-    if isinstance(degree, (int, np.integer)):
-        if n_projections is None or int(n_projections) < 1:
+    if isinstance(degree, (int, np.integer)) and not isinstance(degree, bool):
+        if not isinstance(n_projections, (int, np.integer)) or isinstance(n_projections, bool) or n_projections < 1:
             raise ValueError(f"n_projections must be an integer >= 1, got {n_projections!r}.")
         if int(degree) < 1:
             raise ValueError(f"degree must be >= 1, got {degree!r}.")

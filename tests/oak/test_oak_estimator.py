@@ -46,6 +46,10 @@ def test_components_add_up_to_prediction(fitted):
     curve = est.truncation_curve(X[:50], X[:50, 0] ** 2 + 2 * X[:50, 1] + X[:50, 0] * X[:50, 1], max_terms=4)
     assert curve["rmse"][2] < curve["rmse"][0]
     assert np.all(np.diff(curve["cumulative_sobol"]) >= 0)
+    with pytest.raises(ValueError, match="names a feature more than once"):
+        est.predict_component(Xs, ("x0", "x0"))
+    with pytest.raises(ValueError, match="lists a term more than once"):
+        est.predict_truncated(Xs, terms=["x0", (0,)])
 
 
 def test_components_are_in_the_units_of_the_target(fitted):

@@ -15,6 +15,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from sklearn.base import is_classifier
 from _reliability_helpers import (
     PRESETS,
     RELIABILITY,
@@ -246,3 +247,25 @@ def test_inputs_and_target_in_tiny_or_huge_units_give_the_same_model(name, unit)
     mean_s, std_s = scaled.predict(unit * Xt, return_std=True)
     np.testing.assert_allclose(mean_s / unit, mean, rtol=1e-3, atol=1e-3 * y.std())
     np.testing.assert_allclose(std_s / unit, std, rtol=1e-3)
+
+
+_FIXED_SIGP = dict(rank=1, lengthscale=1.0, eta=1e-3)
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: hdgp.GPRegressor(max_iter=True), "max_iter must be None or a positive integer, got True"),
+    (lambda: hdgp.GPRegressor(n_restarts=True), "n_restarts must be a non-negative integer"),
+    (lambda: hdgp.GPRegressor(inference="ski"), "does not support inference='ski'"),
+    (lambda: hdgp.ProjectedAdditiveGPRegressor(2.5), "n_projections must be an integer >= 1, got 2.5"),
+    (lambda: hdgp.SIGPRegressor(max_kernel_rank=0, **_FIXED_SIGP), "max_kernel_rank must be None or a positive"),
+    (lambda: hdgp.SIGPRegressor(tol="x", **_FIXED_SIGP), "tol must be a non-negative float"),
+    (lambda: hdgp.SIGPRegressor(kernel_tol=-1, **_FIXED_SIGP), r"kernel_tol must be a float in \[0, 1\)"),
+    (lambda: hdgp.SIGPRegressor(calibrate_variance="no", **_FIXED_SIGP), "calibrate_variance must be True or False"),
+    (lambda: hdgp.SIGPClassifier(tol=-1, **_FIXED_SIGP), "tol must be a non-negative float"),
+])
+def test_parameters_of_the_wrong_kind_are_refused_by_name(make, message):
+    """Each was accepted (a bool as a count, 2.5 truncated to 2, 'no' read as true) or failed deep in the fit."""
+    X = np.random.default_rng(0).normal(size=(30, 3))
+    y = X[:, 0] > 0 if is_classifier(make()) else X[:, 0]
+    with pytest.raises(ValueError, match=message):
+        make().fit(X, y)

@@ -168,6 +168,8 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
     """
 
     _parameter_constraints: dict = {}
+    #: Whether the "ski" engine (one interpolation grid per 1-D projection) can run this kernel.
+    _supports_ski = False
 
     # ------------------------------------------------------------------ hooks
     def _make_kernel(self, X: torch.Tensor) -> Kernel:  # pragma: no cover - abstract
@@ -189,9 +191,9 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
             )
         if self.optimizer not in ("lbfgs", "adam"):
             raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}.")
-        if self.max_iter is not None and (not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1):
+        if self.max_iter is not None and (not _is_int(self.max_iter) or self.max_iter < 1):
             raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
-        if not isinstance(self.n_restarts, numbers.Integral) or self.n_restarts < 0:
+        if not _is_int(self.n_restarts) or self.n_restarts < 0:
             raise ValueError(f"n_restarts must be a non-negative integer, got {self.n_restarts!r}.")
         if not (self.noise_prior is None or self.noise_prior == "smoothed-box" or isinstance(self.noise_prior, Prior)):
             raise ValueError(
@@ -199,7 +201,10 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
             )
         if self.inference != "auto" and self.inference not in ENGINES:
             raise ValueError(f"inference must be 'auto' or one of {sorted(ENGINES)}, got {self.inference!r}.")
-        if not isinstance(self.n_inducing, numbers.Integral) or self.n_inducing < 1:
+        if self.inference == "ski" and not self._supports_ski:
+            raise ValueError(f"{type(self).__name__} does not support inference='ski': SKI exists only for "
+                             "projected models (ProjectedAdditiveGPRegressor, e.g. hdgp.preset('DPA-GP-ARD-SKI')).")
+        if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
@@ -414,6 +419,11 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         mean, std = self.predict(X, return_std=True)
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         return -0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((y - mean) / std) ** 2
+
+
+def _is_int(value) -> bool:
+    """An integer, not a bool (``True`` is an ``Integral`` to Python, never a count to a user)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _pooled(best: FitResult, results: list) -> FitResult:

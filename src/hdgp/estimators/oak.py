@@ -439,7 +439,11 @@ class OAKRegressor(BaseGPRegressor):
         names = self._feature_names()
         if isinstance(term, (str, numbers.Integral)):
             term = (term,)
-        return tuple(sorted(self._column_index(t, len(names), names) for t in term))
+        indices = sorted(self._column_index(t, len(names), names) for t in term)
+        if len(set(indices)) < len(indices):
+            raise ValueError(f"The term {tuple(term)!r} names a feature more than once; a term is a set of "
+                             "distinct features, e.g. ('x0', 'x1') for the interaction of x0 and x1.")
+        return tuple(indices)
 
     # -------------------------------------------------------- explanations
     def predict_component(self, X, term, return_std: bool = False):
@@ -463,6 +467,8 @@ class OAKRegressor(BaseGPRegressor):
         """Posterior mean using only ``terms`` (default ``components_``) plus the constant."""
         Xt = self._prepare_predict_inputs(X)
         terms = self.components_ if terms is None else [self._term(t) for t in terms]
+        if len(set(terms)) < len(terms):
+            raise ValueError("terms lists a term more than once; each term enters the mean once.")
         return explain.truncated_mean(self.posterior_, terms, Xt).cpu().numpy() * self.y_scale_ + self.y_mean_
 
     def truncation_curve(self, X, y, max_terms: int = 50):

@@ -106,6 +106,8 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     Processes for Regression", ICML, eq. (2)-(7), Sec. 4.3-4.4, Table 2.
     """
 
+    _supports_ski = True
+
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
                  grid_size=512, ski_options=None, inference="auto", n_inducing=512, noise_lower_bound=1e-4,
                  noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, random_state=None,

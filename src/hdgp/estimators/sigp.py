@@ -137,6 +137,11 @@ def _warn_uncalibrated(reason: str) -> None:
     )
 
 
+def _is_real(value) -> bool:
+    """A finite real number, not a bool."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
+
+
 class _SIGPBase(BaseEstimator):
     """Shared fitting machinery of the SIGP estimators (not public)."""
 
@@ -151,8 +156,19 @@ class _SIGPBase(BaseEstimator):
             )
         for name in ("max_iter", "cv_max_iter"):
             value = getattr(self, name)
-            if not (isinstance(value, numbers.Integral) and value >= 1):
+            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+        cap = self.max_kernel_rank
+        if not (cap is None or (isinstance(cap, numbers.Integral) and not isinstance(cap, bool) and cap >= 1)):
+            raise ValueError(f"max_kernel_rank must be None or a positive integer; got {cap!r}.")
+        if not (_is_real(self.kernel_tol) and 0 <= self.kernel_tol < 1):
+            raise ValueError(f"kernel_tol must be a float in [0, 1) (a share of the kernel's trace); "
+                             f"got {self.kernel_tol!r}.")
+        if not (_is_real(self.tol) and self.tol >= 0):
+            raise ValueError(f"tol must be a non-negative float; got {self.tol!r}.")
+        calibrate = getattr(self, "calibrate_variance", False)
+        if not isinstance(calibrate, (bool, np.bool_)):
+            raise ValueError(f"calibrate_variance must be True or False; got {calibrate!r}.")
         ranks = _candidates("rank", self.rank)
         if not isinstance(self.rank, str) and max(ranks) >= n:
             raise ValueError(
