@@ -29,6 +29,14 @@ def test_fitted_repr_shows_learned_quantities():
     assert 0 < q["noise_variance"] < 0.1
 
 
+def test_a_constant_feature_is_not_ranked_by_its_length_scale():
+    """Its length-scale never moves from the start, which ranked it as the most relevant feature."""
+    est = hdgp.preset("RBF-ARD", random_state=0, max_iter=30).fit(FRAME[["alpha", "beta"]].assign(c=1.0), FRAME["y"])
+    q = learned_quantities(est)
+    assert list(q["lengthscales"]) == ["alpha", "beta"] and q["constant_features"] == ["c"]
+    assert "constant in training (no effect): c" in repr(est)
+
+
 def test_oak_summary_lists_order_variances_and_sobol_terms():
     est = hdgp.preset("OAK", random_state=0, max_iter=15, max_order=2)
     est.fit(FRAME[["alpha", "beta", "noise_col"]], FRAME["y"])

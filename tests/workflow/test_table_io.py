@@ -255,3 +255,28 @@ def test_text_that_pandas_would_read_as_dates_without_a_year_stays_categorical(v
     frame = pd.DataFrame({"c": values * 4, "y": np.arange(12.0)})
     schema, _, _ = TableSchema.infer(frame, "y")
     assert schema.kinds["c"] == "categorical"
+
+
+def test_a_written_row_index_and_constant_columns_are_left_out_with_a_note(tmp_path):
+    """`df.to_csv()` without index=False adds 'Unnamed: 0' (the row number): a model would learn
+    the row order. A one-valued column has no effect, and its untouched length-scale read as relevant."""
+    frame = _frame(20).drop(columns="id").assign(same="one", zero=0.0)
+    frame.to_csv(tmp_path / "t.csv")  # with the index
+    read = read_table(tmp_path / "t.csv")
+    assert "Unnamed: 0" in read.columns
+    schema, X, _ = TableSchema.infer(read, "y")
+    assert schema.features == ["x", "code", "colour", "flag"]
+    assert schema.dropped == ["Unnamed: 0", "same", "zero"] and list(X.columns) == schema.features
+    assert any("numbers the rows" in n for n in schema.notes)
+    assert sum("holds the same value in every row" in n for n in schema.notes) == 2
+    shuffled = read.sample(frac=1.0, random_state=0).reset_index(drop=True)  # 'Unnamed: 0' out of order
+    assert "Unnamed: 0" in TableSchema.infer(shuffled, "y")[0].features  # not a row number: a feature
+    with pytest.raises(TableError, match="holds the same value in every row.*No feature column is left"):
+        TableSchema.infer(pd.DataFrame({"c": ["a"] * 5, "y": np.arange(5.0)}), "y")
+
+
+def test_unused_categories_of_a_pandas_categorical_are_not_levels():
+    frame = pd.DataFrame({"c": pd.Categorical(["a", "b"] * 5, categories=["a", "b", "unused"]),
+                          "y": np.arange(10.0)})
+    schema, _, _ = TableSchema.infer(frame, "y")
+    assert schema.levels == {"c": ["a", "b"]}

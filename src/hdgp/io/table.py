@@ -9,6 +9,7 @@ saw during fit (categorical levels as integer codes, or one-hot columns).
 from __future__ import annotations
 
 import difflib
+import re
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,6 +221,29 @@ def _days(dates: pd.Series) -> pd.Series:
     return ((dates - epoch) / pd.Timedelta(days=1)).astype(np.float64)
 
 
+def _columns_left_out(features: pd.DataFrame, categorical) -> tuple[list, list]:
+    """Feature columns that cannot inform a model, with a note on each: ``(notes, columns)``.
+
+    - a row number that ``DataFrame.to_csv`` wrote without a header (pandas reads it back as
+      ``'Unnamed: 0'``): 0, 1, 2, ... or 1, 2, 3, ... — a model would learn the row order;
+    - a column holding one value in every row (e.g. a text column with one level): it has no
+      effect on the fit, and its length-scale would stay at its start and read as relevant.
+    """
+    notes, columns = [], []
+    n = len(features)
+    for c in features.columns:
+        s = features[c]
+        if (re.fullmatch(r"Unnamed: \d+", str(c)) and c not in categorical and pd.api.types.is_numeric_dtype(s)
+                and n > 1 and (np.array_equal(s, np.arange(n)) or np.array_equal(s, np.arange(1, n + 1)))):
+            notes.append(f"Column {c!r} numbers the rows (an index written by DataFrame.to_csv); it is left out.")
+            columns.append(c)
+        elif n > 1 and s.nunique(dropna=False) == 1:
+            notes.append(f"Column {c!r} holds the same value in every row; it cannot inform the model and is "
+                         "left out.")
+            columns.append(c)
+    return notes, columns
+
+
 def _check_missing(frame: pd.DataFrame, what: str) -> None:
     missing = frame.isna()
     if missing.to_numpy().any():
@@ -284,6 +308,8 @@ class TableSchema:
     classes: ClassVar[tuple] = ()
     task_reason: ClassVar[str] = ""
     date_formats: ClassVar[dict] = {}
+    #: What :meth:`infer` decided on its own (columns left out and why), for the user to read.
+    notes: ClassVar[list] = []
 
     # ---------------------------------------------------------------- infer
     @classmethod
@@ -346,6 +372,14 @@ class TableSchema:
             if used.empty:
                 raise TableError("Every row has a missing value; nothing is left after --drop-missing.")
         _check_missing(used, "table")
+        notes, left_out = _columns_left_out(used[features], categorical)
+        if left_out:
+            if len(left_out) == len(features):
+                _target(used[target], target, task)  # a bad target (e.g. constant too) is the first thing to fix
+                raise TableError(" ".join(notes) + " No feature column is left to predict from.")
+            features = [c for c in features if c not in left_out]
+            drop = list(drop) + left_out
+            used = used[features + [target]]
         kinds, levels = {}, {}
         for c in features:
             s = used[c]
@@ -375,10 +409,13 @@ class TableSchema:
             else:
                 kinds[c] = "numeric"
             if kinds[c] == "categorical":
-                cats = s.cat.categories if isinstance(s.dtype, pd.CategoricalDtype) else sorted(s.unique(), key=_level_key)
+                # a pandas categorical's unused categories are not levels: no training row holds them
+                cats = [v for v in s.cat.categories if v in set(s)] if isinstance(s.dtype, pd.CategoricalDtype) \
+                    else sorted(s.unique(), key=_level_key)
                 levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
         schema = cls(target=target, features=features, kinds=kinds,
                      dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
+        schema.notes = notes
         schema.date_formats = {c: fmt for c in features if kinds[c] == "datetime"
                                if (fmt := _date_format(used[c])) is not None}
         schema.task, schema.task_reason, schema.classes, y = _target(used[target], target, task)

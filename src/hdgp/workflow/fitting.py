@@ -204,6 +204,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                                          drop_missing=drop_missing)
     progress(f"task: {schema.task} ({schema.task_reason})"
              + (f"; classes: {', '.join(map(repr, schema.classes))}" if schema.classes else ""))
+    for note in schema.notes:
+        progress(note)
     name = None if model.lower() == "auto" else resolve_model(model, schema)
     if name is not None and name.lower() != model.lower():
         progress(f"--model {model} on a classification target: fitting {name}")
@@ -226,7 +228,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     seconds, caught = _fit(est, schema.encode(X_train), y_train)
     progress(f"fitted {name} in {seconds:.1f} s")
-    meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": caught, "selection": selection,
+    meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
+            "selection": selection,
             "random_state": random_state, "test_size": test_size,
             "data": _data_summary(X_raw, schema, y, len(train_idx), len(test_idx)),
             "metrics": None, "holdout": None}

@@ -49,6 +49,16 @@ def _per_feature_lengthscales(est, names):
     return None
 
 
+def _constant_features(est, names) -> list:
+    """Features with one value in every training row (known where the estimator keeps its training
+    inputs): nothing moves their length-scales, so those say nothing about relevance."""
+    X = getattr(est, "X_train_", None)
+    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[1] != len(names) or X.shape[0] < 2:
+        return []
+    same = (X == X[:1]).all(dim=0).cpu().numpy()
+    return [name for name, flag in zip(names, same) if flag]
+
+
 def learned_quantities(est) -> dict:
     """Key fitted quantities of an hdgp estimator as plain Python values.
 
@@ -59,6 +69,7 @@ def learned_quantities(est) -> dict:
         (feature → length-scale on the standardised/warped input scale, smallest
         = most wiggly first), ``outputscale``, ``order_variances``,
         ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
+        ``constant_features`` (one value in every training row, left out of ``lengthscales``),
         ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
         ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
         inverse temperature), ``class_weights`` (class → weight, when ``class_weight``
@@ -78,8 +89,12 @@ def learned_quantities(est) -> dict:
     elif hasattr(est, "noise_"):
         out["noise_variance"] = float(est.noise_)
     scales = _per_feature_lengthscales(est, names)
+    constant = _constant_features(est, names)
+    if constant:
+        out["constant_features"] = constant
     if scales:
-        out["lengthscales"] = dict(sorted(scales.items(), key=lambda kv: kv[1]))
+        out["lengthscales"] = dict(sorted(((k, v) for k, v in scales.items() if k not in constant),
+                                          key=lambda kv: kv[1]))
     kernel = _kernel(est)
     if kernel is not None and hasattr(kernel, "outputscale"):
         out["outputscale"] = float(kernel.outputscale) * y_scale**2
@@ -131,6 +146,8 @@ def summarize(est, *, header: bool = True) -> str:
         items = list(q["lengthscales"].items())
         shown = ", ".join(f"{k}={v:.3g}" for k, v in items[:_TOP]) + (" ..." if len(items) > _TOP else "")
         lines.append(f"  length-scales (shortest first): {shown}")
+    if "constant_features" in q:
+        lines.append(f"  constant in training (no effect): {', '.join(q['constant_features'])}")
     if "order_variances" in q:
         lines.append("  order variances σ²_0..R: " + ", ".join(f"{v:.3g}" for v in q["order_variances"]))
     if "sobol_top" in q:
