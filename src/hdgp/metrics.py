@@ -12,7 +12,7 @@ import numbers
 
 import numpy as np
 
-__all__ = ["rmse", "mse", "nlpd", "interval_coverage"]
+__all__ = ["rmse", "mse", "nlpd", "r2", "interval_coverage"]
 
 
 def _checked(metric: str, **arrays) -> list[np.ndarray]:
@@ -39,9 +39,19 @@ def _check_std(metric: str, std: np.ndarray, allow_zero: bool) -> None:
                          f"{int(bad.sum())} are not (smallest {std.min():g}).")
 
 
+def _unit(values: np.ndarray) -> float:
+    """A power of two near ``max|values|`` (1 for all zeros): dividing by it is exact and keeps the
+    squares in range (squares of values below ~1e-162 underflow to 0)."""
+    peak = float(np.max(np.abs(values)))
+    return float(np.ldexp(1.0, np.frexp(peak)[1])) if peak > 0 else 1.0
+
+
 def rmse(y_true, y_pred) -> float:
-    r"""Root mean squared error, :math:`\sqrt{\frac1n\sum_i (y_i - \hat y_i)^2}`."""
-    return float(np.sqrt(mse(y_true, y_pred)))
+    r"""Root mean squared error, :math:`\sqrt{\frac1n\sum_i (y_i - \hat y_i)^2}` (exact for tiny errors too)."""
+    y_true, y_pred = _checked("rmse", y_true=y_true, y_pred=y_pred)
+    residual = y_true - y_pred
+    unit = _unit(residual)
+    return float(unit * np.sqrt(np.mean((residual / unit) ** 2)))
 
 
 def mse(y_true, y_pred) -> float:
@@ -57,7 +67,22 @@ def nlpd(y_true, mean, std) -> float:
     """
     y_true, mean, std = _checked("nlpd", y_true=y_true, mean=mean, std=std)
     _check_std("nlpd", std, allow_zero=False)
-    return float(np.mean(0.5 * np.log(2 * np.pi * std**2) + 0.5 * ((y_true - mean) / std) ** 2))
+    return float(np.mean(0.5 * np.log(2 * np.pi) + np.log(std) + 0.5 * ((y_true - mean) / std) ** 2))
+
+
+def r2(y_true, y_pred) -> float:
+    r"""Coefficient of determination :math:`1 - \sum_i (y_i - \hat y_i)^2 / \sum_i (y_i - \bar y)^2`.
+
+    Both sums are taken in one exact power-of-two unit, so targets in tiny or huge units
+    give the same value. Raises a ``ValueError`` for a constant ``y_true`` (R² undefined).
+    """
+    y_true, y_pred = _checked("r2", y_true=y_true, y_pred=y_pred)
+    spread = y_true - y_true.mean()
+    if not np.any(spread):
+        raise ValueError("r2: y_true is constant; R² is undefined.")
+    residual = y_true - y_pred
+    unit = _unit(np.concatenate([spread, residual]))
+    return float(1.0 - np.sum((residual / unit) ** 2) / np.sum((spread / unit) ** 2))
 
 
 def interval_coverage(y_true, mean, std, level: float = 0.95) -> float:

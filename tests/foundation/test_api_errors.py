@@ -61,6 +61,22 @@ def test_metrics_reject_mismatched_non_finite_or_out_of_range_inputs(call, messa
         call()
 
 
+@pytest.mark.parametrize("unit", [1e-160, 1e-300, 1e150])
+def test_metrics_are_unit_free_for_tiny_and_huge_targets(unit):
+    """Squares of 1e-161 underflow: RMSE came out a third low, R² 1.0 and NLPD -inf."""
+    rng = np.random.default_rng(0)
+    y, pred, std = rng.normal(size=20), rng.normal(size=20), rng.uniform(0.5, 1.5, 20)
+    m = hdgp.metrics
+    assert m.rmse(y * unit, pred * unit) == pytest.approx(m.rmse(y, pred) * unit, rel=1e-12)
+    assert m.r2(y * unit, pred * unit) == pytest.approx(m.r2(y, pred), rel=1e-12)
+    assert m.nlpd(y * unit, pred * unit, std * unit) == pytest.approx(m.nlpd(y, pred, std) + np.log(unit), rel=1e-12)
+    from sklearn.metrics import r2_score
+
+    assert m.r2(y, pred) == pytest.approx(r2_score(y, pred), rel=1e-12)
+    with pytest.raises(ValueError, match="y_true is constant"):
+        m.r2([1.0, 1.0], [1.0, 2.0])
+
+
 def test_interval_coverage_allows_zero_std():
     assert hdgp.metrics.interval_coverage([1.0, 2.0], [1.0, 2.5], [0.0, 1.0], level=0.5) == 1.0
 

@@ -108,7 +108,7 @@ def evaluate(est, X, y) -> tuple[dict, np.ndarray, np.ndarray]:
     out = {
         "rmse": _metrics.rmse(y, mean),
         "mae": float(np.mean(np.abs(y - mean))),
-        "r2": float(1 - np.sum((y - mean) ** 2) / max(np.sum((y - y.mean()) ** 2), 1e-300)),
+        "r2": _metrics.r2(y, mean) if np.ptp(y) > 0 else float("nan"),
         "nlpd": _metrics.nlpd(y, mean, std),
     }
     for level in COVERAGE_LEVELS:
