@@ -280,3 +280,25 @@ def test_unused_categories_of_a_pandas_categorical_are_not_levels():
                           "y": np.arange(10.0)})
     schema, _, _ = TableSchema.infer(frame, "y")
     assert schema.levels == {"c": ["a", "b"]}
+
+
+def test_python_arguments_of_the_wrong_kind_get_clear_errors(tmp_path):
+    from hdgp.workflow import fit_table
+
+    frame = _frame(30)
+    tm = fit_table(frame, "y", model="rbf-ard", drop="id", params={"max_iter": 5}, test_size=0)
+    assert tm.schema.features == ["x", "code", "colour", "flag"]  # drop="id" is one column, not 'i' and 'd'
+    with pytest.raises(ValueError, match="model must be a preset name or 'auto', got None"):
+        fit_table(frame, "y", model=None, drop=["id"])
+    with pytest.raises(ValueError, match="params must be a dict"):
+        fit_table(frame, "y", model="rbf-ard", drop=["id"], params=[("max_iter", 5)])
+    with pytest.raises(ValueError, match="not -p categorical_features"):
+        fit_table(frame, "y", model="oak", drop=["id"], params={"categorical_features": ["colour"]})
+    with pytest.raises(TableError, match="Column names must be text; 0, 1 are not"):
+        TableSchema.infer(pd.DataFrame({0: [1.0, 2.0, 3.0], 1: ["a", "b", "a"], "y": [1.0, 2.0, 4.0]}), "y")
+
+
+def test_a_file_that_is_not_utf8_says_so(tmp_path):
+    (tmp_path / "latin1.csv").write_bytes("a,b,y\ncaf\xe9,1,2\n".encode("latin-1"))
+    with pytest.raises(TableError, match=r"unexpected end of data\. Check .* Save it with UTF-8 text encoding\."):
+        read_table(tmp_path / "latin1.csv")

@@ -68,7 +68,8 @@ class StateEncoder:
         key = self._seen.get(id(obj))
         if key is None:
             key = f"t{len(self.tensors)}"
-            tensor = obj if isinstance(obj, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(obj))
+            # np.array copies: the array may be a read-only view, which torch.from_numpy warns about
+            tensor = obj if isinstance(obj, torch.Tensor) else torch.from_numpy(np.array(obj, order="C"))
             self.tensors[key] = tensor.detach().cpu().clone().contiguous()
             self._seen[id(obj)] = key
             self._alive.append(obj)

@@ -85,8 +85,9 @@ def read_table(path) -> pd.DataFrame:
     except ImportError as exc:  # pandas needs pyarrow (or fastparquet) for Parquet
         raise TableError(f"Reading {path} needs a Parquet engine: pip install pyarrow ({exc}).") from exc
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
-        raise TableError(f"Cannot parse {path}: {exc}".rstrip() + " Check that it is a valid "
-                         f"{kind.upper()} file with one header row.") from exc
+        hint = " Save it with UTF-8 text encoding." if isinstance(exc, UnicodeDecodeError) else ""
+        raise TableError(f"Cannot parse {path}: {str(exc).rstrip().rstrip('.')}. Check that it is a valid "
+                         f"{kind.upper()} file with one header row.{hint}") from exc
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise TableError(f"Data file {path} has no data rows (only a header, or nothing).")
     if frame.shape[1] == 1 and ";" in str(frame.columns[0]):
@@ -353,6 +354,10 @@ class TableSchema:
             raise TypeError(f"A table is a pandas DataFrame with named columns, got {type(frame).__name__}; "
                             "wrap arrays as pd.DataFrame(X, columns=[...]).")
         columns = list(frame.columns)
+        named = [c for c in columns if not isinstance(c, str)]
+        if named:
+            raise TableError(f"Column names must be text; {', '.join(map(repr, named[:_SHOW]))} are not. Rename "
+                             "them, e.g. frame.columns = frame.columns.astype(str).")
         duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
         if duplicated:
             raise TableError(f"The table has several columns named {', '.join(map(repr, duplicated))}; "

@@ -89,6 +89,9 @@ def make_estimator(model: str, schema: TableSchema, *, params: dict | None = Non
     if "categorical_features" in accepted:
         schema.encoding = "codes"
         if schema.categorical:
+            if "categorical_features" in (params or {}):
+                raise ValueError("Declare categorical columns with --categorical (categorical=... in Python), not "
+                                 "-p categorical_features: the table's categorical columns are set from them.")
             chosen["categorical_features"] = list(schema.categorical)
     else:
         schema.encoding = "onehot"
@@ -196,6 +199,12 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         ``proba`` for classification), ``selection``, ``fit_seconds`` and ``warnings``.
     """
     progress = progress or _quiet
+    if not isinstance(model, str):
+        raise ValueError(f"model must be a preset name or 'auto', got {model!r}.")
+    if params is not None and not isinstance(params, dict):
+        raise ValueError(f"params must be a dict of estimator parameters, e.g. {{'max_iter': 50}}; got {params!r}.")
+    categorical = [categorical] if isinstance(categorical, str) else categorical
+    drop = [drop] if isinstance(drop, str) else drop
     if not 0 <= test_size < 1:
         raise ValueError(f"test_size must be in [0, 1) (a fraction of the rows), got {test_size!r}.")
     if task not in TASKS:

@@ -107,7 +107,8 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     if n < MIN_AUTO_ROWS:
         example = "gp-classifier" if schema.task == "classification" else "rbf-ard"
         raise TableError(f"--model auto needs at least {MIN_AUTO_ROWS} training rows to compare models on a "
-                         f"validation split; this table has {n}. Choose a model, e.g. --model {example}.")
+                         f"validation split; there are {n} (after the held-out rows). Choose a model, e.g. "
+                         f"--model {example}.")
     classify = schema.task == "classification"
     if candidates is None:
         candidates = classifier_candidates(n, len(schema.classes)) if classify else candidate_models(n)
