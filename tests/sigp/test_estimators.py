@@ -208,6 +208,7 @@ def test_multiclass_probabilities_calibrated_link_and_pickle():
     clf = SIGPClassifier(**FIXED).fit(X, y)
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(1), 1.0)
+    np.testing.assert_allclose(np.exp(clf.predict_log_proba(X)), proba, rtol=1e-12)
     np.testing.assert_array_equal(clf.classes_[proba.argmax(1)], clf.predict(X))
     assert clf.score(X, y) > 0.9 and clf.temperature_ > 0
     # calibration on the training data: mean confidence close to accuracy

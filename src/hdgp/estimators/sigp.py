@@ -674,6 +674,10 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         scores = self._scores_matrix(self._latent(X)[0])
         return reweight_proba(np.exp(self._log_softmax(scores, self.temperature_)), fitted_class_weights(self))
 
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba` (as the GP and OAK classifiers have)."""
+        return np.log(np.clip(self.predict_proba(X), np.finfo(float).tiny, None))
+
 
 register_preset(
     "SIGP",
