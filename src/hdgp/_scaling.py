@@ -17,19 +17,22 @@ def varies(std, center):
     return np.asarray(std) > _RELATIVE_TOL * np.abs(center)
 
 
-def column_scales(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def column_scales(X: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
     """Column means and standard deviations of ``X``; constant columns get scale 1.
+
+    ``names`` (one per column, e.g. an estimator's ``feature_names_in_``) name the columns in
+    the error; otherwise they are numbered.
 
     Raises
     ------
     ValueError
         If a column's values are too large for its variance (their squares overflow).
     """
-    mean, std = X.mean(axis=0), column_std(X)
+    mean, std = X.mean(axis=0), column_std(X, names)
     return mean, np.where(varies(std, mean), std, 1.0)
 
 
-def column_std(X: np.ndarray) -> np.ndarray:
+def column_std(X: np.ndarray, names=None) -> np.ndarray:
     """Column standard deviations of ``X``, exact for tiny values too (see :func:`_finite_std`).
 
     Raises
@@ -37,7 +40,7 @@ def column_std(X: np.ndarray) -> np.ndarray:
     ValueError
         If a column's values are too large for its variance (their squares overflow).
     """
-    return _finite_std(X, "Feature column(s) {} have")
+    return _finite_std(X, "Feature column(s) {} have", names)
 
 
 def target_scale(y: np.ndarray) -> tuple[float, float]:
@@ -56,7 +59,7 @@ def target_scale(y: np.ndarray) -> tuple[float, float]:
     return float(np.mean(y)), float(_finite_std(y.astype(np.float64)[:, None], "The target has")[0])
 
 
-def _finite_std(X: np.ndarray, what: str) -> np.ndarray:
+def _finite_std(X: np.ndarray, what: str, names=None) -> np.ndarray:
     r"""Column standard deviations computed as :math:`2^k\,\mathrm{sd}(x / 2^k)`.
 
     :math:`2^k \le \max|x| < 2^{k+1}` for each column, so the rescaling is exact and
@@ -70,8 +73,9 @@ def _finite_std(X: np.ndarray, what: str) -> np.ndarray:
     bad = np.flatnonzero(~np.isfinite(direct))
     if bad.size:
         example = X[np.argmax(np.abs(X[:, bad[0]])), bad[0]]
+        labels = [repr(str(names[j])) for j in bad[:5]] if names is not None else list(map(str, bad[:5]))
         raise ValueError(
-            f"{what.format(', '.join(map(str, bad[:5])))} values too large to standardise (e.g. {example:.3g}: "
+            f"{what.format(', '.join(labels))} values too large to standardise (e.g. {example:.3g}: "
             "their squares overflow float64). Rescale them, or check for a data-entry error."
         )
     peak = np.abs(X).max(axis=0)

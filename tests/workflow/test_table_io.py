@@ -165,6 +165,10 @@ def test_values_whose_squares_overflow_are_refused_at_the_estimator():
     for name in ("RBF-ARD", "SIGP"):
         with pytest.raises(ValueError, match="The target has values too large to standardise"):
             hdgp.preset(name).fit(X[:, :1], y_big)
+    named = pd.DataFrame(X, columns=["a", "b"])  # a DataFrame's columns are named in the message
+    for name in ("RBF-ARD", "SIGP", "GP-classifier"):
+        with pytest.raises(ValueError, match=r"Feature column\(s\) 'b' have values too large"):
+            hdgp.preset(name).fit(named, (y > 0).astype(int) if name == "GP-classifier" else y)
 
 
 def test_text_target_for_a_regressor_is_a_clear_error():

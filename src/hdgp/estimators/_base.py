@@ -179,7 +179,7 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         """Standardise columns with training mean/std (constant columns keep scale 1)."""
         if fit:
-            self.x_mean_, self.x_scale_ = column_scales(X)
+            self.x_mean_, self.x_scale_ = column_scales(X, getattr(self, "feature_names_in_", None))
         return (X - self.x_mean_) / self.x_scale_
 
     # ------------------------------------------------------------- validation

@@ -189,7 +189,7 @@ class _SIGPBase(BaseEstimator):
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         """Columns to zero mean / unit variance with training statistics; constant columns dropped."""
         if fit:
-            self.x_mean_, self.x_scale_ = column_scales(X)
+            self.x_mean_, self.x_scale_ = column_scales(X, getattr(self, "feature_names_in_", None))
             self.feature_mask_ = varies(column_std(X), self.x_mean_)
             if not self.feature_mask_.any():
                 raise ValueError("All features are constant; SIGP needs at least one varying feature.")
