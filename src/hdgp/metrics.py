@@ -40,10 +40,11 @@ def _check_std(metric: str, std: np.ndarray, allow_zero: bool) -> None:
 
 
 def _unit(values: np.ndarray) -> float:
-    """A power of two near ``max|values|`` (1 for all zeros): dividing by it is exact and keeps the
-    squares in range (squares of values below ~1e-162 underflow to 0)."""
+    """The power of two :math:`2^k \\le \\max|v| < 2^{k+1}` (1 for all zeros): dividing by it is exact
+    and keeps the squares in range (squares of values below ~1e-162 underflow to 0, above ~1e154
+    overflow)."""
     peak = float(np.max(np.abs(values)))
-    return float(np.ldexp(1.0, np.frexp(peak)[1])) if peak > 0 else 1.0
+    return float(np.ldexp(1.0, np.frexp(peak)[1] - 1)) if peak > 0 else 1.0
 
 
 def rmse(y_true, y_pred) -> float:
@@ -77,9 +78,9 @@ def r2(y_true, y_pred) -> float:
     give the same value. Raises a ``ValueError`` for a constant ``y_true`` (R² undefined).
     """
     y_true, y_pred = _checked("r2", y_true=y_true, y_pred=y_pred)
-    spread = y_true - y_true.mean()
-    if not np.any(spread):
+    if np.ptp(y_true) == 0:
         raise ValueError("r2: y_true is constant; R² is undefined.")
+    spread = y_true - y_true.mean()
     residual = y_true - y_pred
     unit = _unit(np.concatenate([spread, residual]))
     return float(1.0 - np.sum((residual / unit) ** 2) / np.sum((spread / unit) ** 2))

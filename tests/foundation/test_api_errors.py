@@ -73,8 +73,10 @@ def test_metrics_are_unit_free_for_tiny_and_huge_targets(unit):
     from sklearn.metrics import r2_score
 
     assert m.r2(y, pred) == pytest.approx(r2_score(y, pred), rel=1e-12)
-    with pytest.raises(ValueError, match="y_true is constant"):
-        m.r2([1.0, 1.0], [1.0, 2.0])
+    for constant in ([1.0, 1.0], [0.1] * 3):  # the mean of 0.1, 0.1, 0.1 is not 0.1
+        with pytest.raises(ValueError, match="y_true is constant"):
+            m.r2(constant, [1.0] * len(constant))
+    assert m.rmse([1e308, -1e308, 0.0], [0.0, 0.0, 0.0]) == pytest.approx(1e308 * np.sqrt(2 / 3), rel=1e-12)
 
 
 def test_interval_coverage_allows_zero_std():

@@ -115,6 +115,8 @@ def test_the_held_out_rows_hold_every_class():
         train, test = _split(schema, y, 0.2, seed)
         assert np.bincount(y[test]).tolist() == [12, 1] and np.bincount(y[train]).tolist() == [46, 1]
         assert sorted(np.concatenate([train, test]).tolist()) == list(range(60))
+    tm = _quiet_fit(frame, "answer", model="rbf-ard", params=FAST_GPC)
+    assert np.bincount(tm.metadata["holdout"]["y"]).tolist() == [12, 1]
 
 
 def test_classifier_file_round_trip_gives_identical_probabilities(tmp_path):

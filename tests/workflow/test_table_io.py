@@ -245,6 +245,13 @@ def test_day_first_dates_are_dates():
     assert TableSchema.infer(ambiguous, "y")[0].date_formats == {"when": "%m/%d/%Y"}  # as pandas reads it
 
 
+def test_a_date_column_names_the_cells_that_are_not_dates():
+    frame = pd.DataFrame({"when": pd.date_range("2021-01-01", periods=40).strftime("%Y-%m-%d"), "y": np.arange(40.0)})
+    frame.loc[25, "when"] = "2021-02-30"
+    with pytest.raises(TableError, match=r"dates in the format '%Y-%m-%d', but rows 26 contain '2021-02-30'"):
+        TableSchema.infer(frame, "y")
+
+
 def test_dates_in_several_formats_are_refused_as_dates():
     days = pd.date_range("2021-01-01", periods=60, freq="5D")
     mixed = np.where(np.arange(60) % 2, days.strftime("%Y-%m-%d"), days.strftime("%d/%m/%Y"))
@@ -273,6 +280,11 @@ def test_a_written_row_index_and_constant_columns_are_left_out_with_a_note(tmp_p
     assert schema.dropped == ["Unnamed: 0", "same", "zero"] and list(X.columns) == schema.features
     assert any("numbers the rows" in n for n in schema.notes)
     assert sum("holds the same value in every row" in n for n in schema.notes) == 2
+    holed = frame.copy()
+    holed.loc[5, "x"] = np.nan
+    holed.to_csv(tmp_path / "holed.csv")
+    schema, _, _ = TableSchema.infer(read_table(tmp_path / "holed.csv"), "y", drop_missing=True)
+    assert "Unnamed: 0" in schema.dropped  # a row number as written, before the incomplete row went
     shuffled = read.sample(frac=1.0, random_state=0).reset_index(drop=True)  # 'Unnamed: 0' out of order
     assert "Unnamed: 0" in TableSchema.infer(shuffled, "y")[0].features  # not a row number: a feature
     with pytest.raises(TableError, match="holds the same value in every row.*No feature column is left"):
@@ -296,8 +308,9 @@ def test_python_arguments_of_the_wrong_kind_get_clear_errors(tmp_path):
         fit_table(frame, "y", model=None, drop=["id"])
     with pytest.raises(ValueError, match="params must be a dict"):
         fit_table(frame, "y", model="rbf-ard", drop=["id"], params=[("max_iter", 5)])
-    with pytest.raises(ValueError, match="not -p categorical_features"):
-        fit_table(frame, "y", model="oak", drop=["id"], params={"categorical_features": ["colour"]})
+    for model in ("oak", "auto"):  # auto used to drop OAK as a failed candidate and go on
+        with pytest.raises(ValueError, match="not -p categorical_features"):
+            fit_table(frame, "y", model=model, drop=["id"], params={"categorical_features": ["colour"]})
     with pytest.raises(TableError, match="Column names must be text; 0, 1 are not"):
         TableSchema.infer(pd.DataFrame({0: [1.0, 2.0, 3.0], 1: ["a", "b", "a"], "y": [1.0, 2.0, 4.0]}), "y")
 

@@ -96,7 +96,7 @@ def list_protocols():
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_scheduler, db, retry_failed,
             rerun, data_dir, no_progress):
-    """Run every missing task of PROTOCOL (a built-in name or a protocol .json file)."""
+    """Run every missing task of PROTOCOL (a built-in name or a protocol .json file); with --rerun, every selected one."""
     from .protocols import get_protocol
     from .runner import describe_unregistered, run_protocol
     from .store import StoreError

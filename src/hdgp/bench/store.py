@@ -137,7 +137,7 @@ class ResultStore:
     def write(self, record: dict) -> None:
         """Insert or replace one task's result and commit at once.
 
-        A failed task that already failed before has its ``attempts`` incremented.
+        A task already in the store (failed, or re-run) has its ``attempts`` incremented.
         """
         if not self.writer:
             raise StoreError("This ResultStore was opened read-only; open it with writer=True to record results.")

@@ -37,7 +37,7 @@ from .._scaling import column_scales
 from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
-from ._base import _default_dtype, resolve_device, resolve_dtype
+from ._base import _default_dtype, _is_int, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from .gp import KERNELS
 
@@ -160,13 +160,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self._validate_kernel()
         if self.inference != "variational":
             raise ValueError(f"inference must be 'variational' (Bernoulli SVGP), got {self.inference!r}.")
-        if not isinstance(self.n_inducing, numbers.Integral) or self.n_inducing < 1:
+        if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
-        if self.batch_size is not None and (not isinstance(self.batch_size, numbers.Integral) or self.batch_size < 1):
+        if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
             raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}.")
         if self.optimizer not in ("auto", "lbfgs", "adam"):
             raise ValueError(f"optimizer must be 'auto', 'lbfgs' or 'adam', got {self.optimizer!r}.")
-        if self.max_iter is not None and (not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1):
+        if self.max_iter is not None and (not _is_int(self.max_iter) or self.max_iter < 1):
             raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
         for name in ("lr", "ngd_lr"):
             value = getattr(self, name)

@@ -19,7 +19,7 @@ from ..kernels import log_positive
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 from ..presets import register_preset
 from ..projections import diverse_directions, expand_degrees, min_pairwise_angle, random_directions
-from ._base import AUTO_EXACT_MAX_N, BaseGPRegressor
+from ._base import AUTO_EXACT_MAX_N, BaseGPRegressor, _is_int
 
 __all__ = ["ProjectedAdditiveGPRegressor"]
 
@@ -142,9 +142,9 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
             raise ValueError("directions='diverse' needs 1-D projections (degree=1); use directions='random'.")
         if not isinstance(self.ard, (bool, numbers.Integral)):
             raise ValueError(f"ard must be a bool, got {self.ard!r}.")
-        if not isinstance(self.n_direction_sets, numbers.Integral) or self.n_direction_sets < 1:
+        if not _is_int(self.n_direction_sets) or self.n_direction_sets < 1:
             raise ValueError(f"n_direction_sets must be a positive integer, got {self.n_direction_sets!r}.")
-        if not isinstance(self.grid_size, numbers.Integral) or self.grid_size < 16:
+        if not _is_int(self.grid_size) or self.grid_size < 16:
             raise ValueError(f"grid_size must be an integer >= 16, got {self.grid_size!r}.")
         if self.ski_options is not None:
             if not isinstance(self.ski_options, dict):

@@ -202,18 +202,31 @@ def _date_format(series: pd.Series) -> str | None:
 
 
 def _refuse_mixed_dates(series: pd.Series, name: str) -> None:
-    """A TableError for a text column of dates that no single format reads (else nothing)."""
+    """A TableError for a text column of dates that no single format reads (else nothing): it names
+    the cells that are not dates in the format most cells share, or says the formats are mixed."""
     if not _has_years(series):
         return
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        dates = pd.to_datetime(series, format="mixed", errors="coerce")
-    if dates.notna().mean() >= _NUMERIC_SHARE:
-        examples = pd.unique(series.astype(str))[:3]
+        if pd.to_datetime(series, format="mixed", errors="coerce").notna().mean() < _NUMERIC_SHARE:
+            return
+        cells = pd.unique(series.astype(str))[:_DATE_FORMAT_PROBES]
+        formats = dict.fromkeys(f for first in (False, True) for c in cells
+                                if (f := guess_datetime_format(c, dayfirst=first)) is not None)
+        parsed = {f: pd.to_datetime(series, format=f, errors="coerce") for f in formats}
+    best = max(parsed, key=lambda f: parsed[f].notna().mean(), default=None)
+    if best is not None and parsed[best].notna().mean() >= _NUMERIC_SHARE:
+        bad = parsed[best].isna().to_numpy()
         raise TableError(
-            f"Column {name!r} looks like dates, but not in one format (e.g. {', '.join(map(repr, examples))}); "
-            f"write every date the same way (e.g. 2021-01-16), or drop the column with --drop {name}."
+            f"Column {name!r} holds dates in the format {best!r}, but rows {_rows(series.index[bad])} contain "
+            f"{', '.join(map(repr, series[bad].head(_SHOW).astype(str)))}, which are not dates in it. Fix those "
+            f"cells, or drop the column with --drop {name}."
         )
+    examples = pd.unique(series.astype(str))[:3]
+    raise TableError(
+        f"Column {name!r} looks like dates, but not in one format (e.g. {', '.join(map(repr, examples))}); "
+        f"write every date the same way (e.g. 2021-01-16), or drop the column with --drop {name}."
+    )
 
 
 def _days(dates: pd.Series) -> pd.Series:
@@ -222,20 +235,22 @@ def _days(dates: pd.Series) -> pd.Series:
     return ((dates - epoch) / pd.Timedelta(days=1)).astype(np.float64)
 
 
-def _columns_left_out(features: pd.DataFrame, categorical) -> tuple[list, list]:
+def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical) -> tuple[list, list]:
     """Feature columns that cannot inform a model, with a note on each: ``(notes, columns)``.
 
     - a row number that ``DataFrame.to_csv`` wrote without a header (pandas reads it back as
-      ``'Unnamed: 0'``): 0, 1, 2, ... or 1, 2, 3, ... — a model would learn the row order;
+      ``'Unnamed: 0'``): 0, 1, 2, ... or 1, 2, 3, ... in the table as ``written`` (before rows
+      with missing values are dropped) — a model would learn the row order;
     - a column holding one value in every row (e.g. a text column with one level): it has no
       effect on the fit, and its length-scale would stay at its start and read as relevant.
     """
     notes, columns = [], []
-    n = len(features)
+    n_written, n = len(written), len(features)
     for c in features.columns:
-        s = features[c]
-        if (re.fullmatch(r"Unnamed: \d+", str(c)) and c not in categorical and pd.api.types.is_numeric_dtype(s)
-                and n > 1 and (np.array_equal(s, np.arange(n)) or np.array_equal(s, np.arange(1, n + 1)))):
+        s, w = features[c], written[c]
+        if (re.fullmatch(r"Unnamed: \d+", str(c)) and c not in categorical and pd.api.types.is_numeric_dtype(w)
+                and n_written > 1 and (np.array_equal(w, np.arange(n_written))
+                                       or np.array_equal(w, np.arange(1, n_written + 1)))):
             notes.append(f"Column {c!r} numbers the rows (an index written by DataFrame.to_csv); it is left out.")
             columns.append(c)
         elif n > 1 and s.nunique(dropna=False) == 1:
@@ -377,7 +392,7 @@ class TableSchema:
             if used.empty:
                 raise TableError("Every row has a missing value; nothing is left after --drop-missing.")
         _check_missing(used, "table")
-        notes, left_out = _columns_left_out(used[features], categorical)
+        notes, left_out = _columns_left_out(frame[features], used[features], categorical)
         if left_out:
             if len(left_out) == len(features):
                 _target(used[target], target, task)  # a bad target (e.g. constant too) is the first thing to fix

@@ -120,7 +120,8 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     (text with a year, e.g. 2024-03-01) one numeric input in days; rows with
     missing values stop the fit unless --drop-missing. A random --test-size share
     of rows is held out to report RMSE, R², NLPD and the coverage of 50/90/95 %
-    predictive intervals.
+    predictive intervals. Columns that number the rows (a pandas index written
+    to the CSV) or hold a single value are left out, with a note.
 
     --model auto fits the candidates suited to the data size (n ≤ 3000: OAK,
     DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
@@ -129,7 +130,8 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     all training rows.
 
     Classification (--task auto picks it for a text, true/false or two-valued
-    target): the held-out share is stratified by class and reports accuracy,
+    target): the held-out share is stratified by class (at least one row of every
+    class, so it can exceed --test-size by a row per rare class) and reports accuracy,
     balanced accuracy, log-loss, Brier score, ROC AUC (two classes) and the
     expected calibration error. --model auto compares OAK-classifier (two
     classes), GP-classifier and SIGP-classifier (GP- and SIGP-classifier up to

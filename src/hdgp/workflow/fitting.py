@@ -89,9 +89,6 @@ def make_estimator(model: str, schema: TableSchema, *, params: dict | None = Non
     if "categorical_features" in accepted:
         schema.encoding = "codes"
         if schema.categorical:
-            if "categorical_features" in (params or {}):
-                raise ValueError("Declare categorical columns with --categorical (categorical=... in Python), not "
-                                 "-p categorical_features: the table's categorical columns are set from them.")
             chosen["categorical_features"] = list(schema.categorical)
     else:
         schema.encoding = "onehot"
@@ -211,6 +208,9 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}.")
     schema, X_raw, y = TableSchema.infer(frame, target, task=task, categorical=categorical, drop=drop,
                                          drop_missing=drop_missing)
+    if schema.categorical and "categorical_features" in (params or {}):
+        raise ValueError("Declare categorical columns with --categorical (categorical=... in Python), not "
+                         "-p categorical_features: the table's categorical columns are set from them.")
     progress(f"task: {schema.task} ({schema.task_reason})"
              + (f"; classes: {', '.join(map(repr, schema.classes))}" if schema.classes else ""))
     for note in schema.notes:
