@@ -181,24 +181,26 @@ def _has_years(series: pd.Series) -> bool:
 _DATE_FORMAT_PROBES = 20
 
 
-def _date_format(series: pd.Series) -> str | None:
-    """The strftime format in which every cell of a text date column is a date, or None.
-
-    Candidates are the formats pandas guesses for the first distinct cells, month first
-    and then day first (so '01/02/2021' reads as January 2 when both fit, as in pandas,
-    and a column holding '16/01/2021' as day first).
-    """
-    if pd.api.types.is_datetime64_any_dtype(series):
-        return None
+def _parsed_by_format(series: pd.Series):
+    """Yield ``(format, datetimes with NaT where a cell is not a date in it)`` for the strftime formats
+    pandas guesses for the first distinct cells, month first and then day first, in that order
+    (lazily: each format parses the whole column)."""
     cells = pd.unique(series.astype(str))[:_DATE_FORMAT_PROBES]
     with warnings.catch_warnings():  # a month-first guess of '16/01/2021' warns that it read it day first
         warnings.simplefilter("ignore")
-        candidates = dict.fromkeys(fmt for dayfirst in (False, True) for cell in cells
-                                   if (fmt := guess_datetime_format(cell, dayfirst=dayfirst)) is not None)
-        for fmt in candidates:
-            if pd.to_datetime(series, format=fmt, errors="coerce").notna().all():
-                return fmt
-    return None
+        formats = dict.fromkeys(fmt for dayfirst in (False, True) for cell in cells
+                                if (fmt := guess_datetime_format(cell, dayfirst=dayfirst)) is not None)
+    for fmt in formats:
+        yield fmt, pd.to_datetime(series, format=fmt, errors="coerce")
+
+
+def _date_format(series: pd.Series) -> str | None:
+    """The first guessed format (:func:`_parsed_by_format`) in which every cell of a text column is
+    a date, or None: '01/02/2021' reads as January 2 when both orders fit, as in pandas, and a
+    column holding '16/01/2021' as day first."""
+    if pd.api.types.is_datetime64_any_dtype(series):
+        return None
+    return next((fmt for fmt, dates in _parsed_by_format(series) if dates.notna().all()), None)
 
 
 def _refuse_mixed_dates(series: pd.Series, name: str) -> None:
@@ -210,10 +212,7 @@ def _refuse_mixed_dates(series: pd.Series, name: str) -> None:
         warnings.simplefilter("ignore")
         if pd.to_datetime(series, format="mixed", errors="coerce").notna().mean() < _NUMERIC_SHARE:
             return
-        cells = pd.unique(series.astype(str))[:_DATE_FORMAT_PROBES]
-        formats = dict.fromkeys(f for first in (False, True) for c in cells
-                                if (f := guess_datetime_format(c, dayfirst=first)) is not None)
-        parsed = {f: pd.to_datetime(series, format=f, errors="coerce") for f in formats}
+    parsed = dict(_parsed_by_format(series))
     best = max(parsed, key=lambda f: parsed[f].notna().mean(), default=None)
     if best is not None and parsed[best].notna().mean() >= _NUMERIC_SHARE:
         bad = parsed[best].isna().to_numpy()

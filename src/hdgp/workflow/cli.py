@@ -144,10 +144,9 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
       hdgp fit cancer.csv -t diagnosis --model oak -o cancer.hdgp   # classification
     """
     from ..io import TableError, read_table, save
+    from ..io.table import TABLE_FORMATS
     from .fitting import fit_table
     from .summary import learned_quantities
-
-    from ..io.table import TABLE_FORMATS
 
     out = Path(output)
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
