@@ -57,6 +57,14 @@ def test_predictive_mean_and_variance_match_dense_gp_formulas(mean):
     )
     np.testing.assert_allclose(mean_pred, mean_ref.numpy() * model.y_scale_ + model.y_mean_, rtol=1e-7, atol=1e-7)
     np.testing.assert_allclose(std, np.sqrt(var_ref.numpy() * model.variance_scale_) * model.y_scale_, rtol=1e-6)
+    # the full covariance, of y and of the latent f (without the noise)
+    latent_ref = Pt @ fit.sigma_beta @ Pt.T - M_tX @ torch.linalg.solve(G, M_tX.T)
+    unit = model.variance_scale_ * model.y_scale_**2
+    for latent, noise in ((False, fit.noise), (True, 0.0)):
+        _, cov = model.predict(X_new, return_cov=True, latent=latent)
+        ref = (latent_ref + noise * torch.eye(len(X_new), dtype=P.dtype)).numpy() * unit
+        np.testing.assert_allclose(cov, ref, rtol=1e-6, atol=1e-9 * unit)
+    assert model.sample_y(X_new, 4).shape == (15, 4)
 
 
 def test_fits_nonlinear_function_and_random_part_carries_signal():

@@ -409,16 +409,22 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
         samples : ndarray of shape (n_queries, n_samples)
         """
         mean, cov = self.predict(X, return_cov=True, latent=latent)
-        rng = check_random_state(random_state)
-        evals, evecs = np.linalg.eigh(cov)
-        root = evecs * np.sqrt(np.clip(evals, 0.0, None))
-        return mean[:, None] + root @ rng.standard_normal((len(mean), n_samples))
+        return sample_gaussian(mean, cov, n_samples, random_state)
 
     def log_predictive_density(self, X, y) -> np.ndarray:
         """Per-point log predictive density :math:`\\log p(y_* \\mid x_*, D)` in the units of ``y``."""
         mean, std = self.predict(X, return_std=True)
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         return -0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((y - mean) / std) ** 2
+
+
+def sample_gaussian(mean: np.ndarray, cov: np.ndarray, n_samples: int, random_state) -> np.ndarray:
+    """Samples of :math:`N(\\text{mean}, \\text{cov})` as columns, (t, n_samples); a symmetric square
+    root from the eigendecomposition (negative rounding-level eigenvalues clipped to 0)."""
+    rng = check_random_state(random_state)
+    evals, evecs = np.linalg.eigh(cov)
+    root = evecs * np.sqrt(np.clip(evals, 0.0, None))
+    return mean[:, None] + root @ rng.standard_normal((len(mean), n_samples))
 
 
 def _is_int(value) -> bool:

@@ -53,6 +53,7 @@ from ..presets import register_preset
 from ..sigp.cv import cross_validate
 from ..sigp.model import fit_grid
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
+from ._base import sample_gaussian
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
@@ -299,10 +300,10 @@ class _SIGPBase(BaseEstimator):
         self.n_iter_ = max(f.n_iter for f in self.model_.fits)
         self.log_likelihood_ = sum(f.objective[-1] for f in self.model_.fits)
 
-    def _latent(self, X) -> tuple[torch.Tensor, torch.Tensor]:
+    def _latent(self, X, **options) -> tuple[torch.Tensor, torch.Tensor]:
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return self.model_.predict(self._standardise(X, fit=False))
+        return self.model_.predict(self._standardise(X, fit=False), **options)
 
 
 class SIGPRegressor(RegressorMixin, _SIGPBase):
@@ -489,8 +490,8 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         self.noise_ = self.model_.fits[0].noise * self.y_scale_**2
         return self
 
-    def predict(self, X, return_std=False):
-        """Predictive mean (and standard deviation of y, Sec. 5) in the target's units.
+    def predict(self, X, return_std=False, return_cov=False, *, latent=False):
+        """Predictive mean (and standard deviation or covariance, Sec. 5) in the target's units.
 
         Parameters
         ----------
@@ -498,19 +499,32 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         return_std : bool, default=False
             Also return :math:`\\sqrt{\\operatorname{diag}\\operatorname{var}(y_t)}`
             (the paper's diagonal formula, noise included, times ``variance_scale_``).
+        return_cov : bool, default=False
+            Also return the predictive covariance (not with ``return_std``).
+        latent : bool, default=False
+            The uncertainty of the latent :math:`f` (without the noise variance) instead
+            of a new observation's.
 
         Returns
         -------
         mean : ndarray of shape (t,)
         std : ndarray of shape (t,), only if ``return_std``
+        cov : ndarray of shape (t, t), only if ``return_cov``
         """
-        mean, var = self._latent(X)
+        if return_std and return_cov:
+            raise ValueError("At most one of return_std and return_cov can be requested.")
+        mean, var = self._latent(X, latent=latent, full_cov=return_cov)
         mean = mean[:, 0].numpy() * self.y_scale_ + self.y_mean_
-        if not return_std:
+        if not (return_std or return_cov):
             return mean
         # models saved before the calibration have no variance_scale_: uncalibrated
-        scale = getattr(self, "variance_scale_", 1.0)
-        return mean, np.sqrt(var[:, 0].numpy() * scale) * self.y_scale_
+        var = var[..., 0].numpy() * getattr(self, "variance_scale_", 1.0) * self.y_scale_**2
+        return (mean, var) if return_cov else (mean, np.sqrt(var))
+
+    def sample_y(self, X, n_samples: int = 1, random_state=0, *, latent: bool = False):
+        """Joint samples from the posterior predictive at ``X``, shape (t, n_samples)."""
+        mean, cov = self.predict(X, return_cov=True, latent=latent)
+        return sample_gaussian(mean, cov, n_samples, random_state)
 
 
 class SIGPClassifier(ClassifierMixin, _SIGPBase):

@@ -89,20 +89,33 @@ class SIGPModel:
         return (self.features(X_new) - self.feature_mean) @ self.coef
 
     def predict_from(
-        self, features_new: torch.Tensor, X_new: torch.Tensor
+        self, features_new: torch.Tensor, X_new: torch.Tensor, *, latent: bool = False, full_cov: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        r"""Mean and variance (t, k) given the precomputed :math:`\phi(X_t)`."""
+        r"""Mean (t, k) and variance (t, k), or covariance (t, t, k), given the precomputed :math:`\phi(X_t)`.
+
+        With :math:`B B^\top = \hat S` the posterior covariance of :math:`\beta`,
+        :math:`\operatorname{cov}(f_t) = P_t \hat S P_t^\top` (its diagonal is the paper's
+        formula, Sec. 5), plus :math:`\sigma^2 I` for new observations unless ``latent``.
+        """
         P_t = (features_new - self.feature_mean) @ self.coef
         Z_t = X_new @ self.mean_basis
         means, variances = [], []
         for fit in self.fits:
             means.append(fit.theta[0] + Z_t @ fit.theta[1:] + P_t @ fit.beta)
-            variances.append((P_t @ fit.post_cov_sqrt).pow(2).sum(1) + fit.noise)
-        return torch.stack(means, 1), torch.stack(variances, 1)
+            PB = P_t @ fit.post_cov_sqrt
+            noise = 0.0 if latent else fit.noise
+            if full_cov:
+                cov = PB @ PB.T
+                cov.diagonal().add_(noise)
+                variances.append(cov)
+            else:
+                variances.append(PB.pow(2).sum(1) + noise)
+        return torch.stack(means, 1), torch.stack(variances, -1)
 
-    def predict(self, X_new: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Predictive mean and variance of y (Sec. 5), each of shape (t, k)."""
-        return self.predict_from(self.features(X_new), X_new)
+    def predict(self, X_new: torch.Tensor, *, latent: bool = False,
+                full_cov: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """Predictive mean and variance (or covariance) of y (Sec. 5), or of f when ``latent``."""
+        return self.predict_from(self.features(X_new), X_new, latent=latent, full_cov=full_cov)
 
     def loo_mean(self, Y: torch.Tensor) -> torch.Tensor:
         r"""Leave-one-out predictive means :math:`y_i - [G^{-1}r]_i / [G^{-1}]_{ii}` (n, k).
