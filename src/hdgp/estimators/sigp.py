@@ -518,8 +518,10 @@ class SIGPRegressor(RegressorMixin, _SIGPBase):
         if not (return_std or return_cov):
             return mean
         # models saved before the calibration have no variance_scale_: uncalibrated
-        var = var[..., 0].numpy() * getattr(self, "variance_scale_", 1.0) * self.y_scale_**2
-        return (mean, var) if return_cov else (mean, np.sqrt(var))
+        var = var[..., 0].numpy() * getattr(self, "variance_scale_", 1.0)
+        if return_cov:
+            return mean, var * self.y_scale_**2
+        return mean, np.sqrt(var) * self.y_scale_  # the std's scale apart: y_scale_**2 may underflow
 
     def sample_y(self, X, n_samples: int = 1, random_state=0, *, latent: bool = False):
         """Joint samples from the posterior predictive at ``X``, shape (t, n_samples)."""
