@@ -123,9 +123,7 @@ def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **
     else:
         _check_uci_name(name, data_dir)
         X_train, y_train, X_test, y_test, n_splits = load_uci(name, split, data_dir)
-        features = [f"x{i}" for i in range(X_train.shape[1])]
-    if not (0 <= split < n_splits):
-        raise ValueError(f"split must be in [0, {n_splits - 1}] for {name!r}, got {split}.")
+        features = [f"x{i}" for i in range(X_train.shape[1])]  # load_uci checked the split
     out = Bunch(X_train=X_train, y_train=y_train, X_test=X_test, y_test=y_test,
                 feature_names=features, name=name, split=split, n_splits=n_splits)
     if standardize:

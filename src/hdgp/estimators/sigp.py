@@ -53,7 +53,7 @@ from ..presets import register_preset
 from ..sigp.cv import cross_validate
 from ..sigp.model import fit_grid
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
-from ._base import sample_gaussian
+from ._base import _is_int, sample_gaussian
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
@@ -157,10 +157,10 @@ class _SIGPBase(BaseEstimator):
             )
         for name in ("max_iter", "cv_max_iter"):
             value = getattr(self, name)
-            if not (isinstance(value, numbers.Integral) and not isinstance(value, bool) and value >= 1):
+            if not (_is_int(value) and value >= 1):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         cap = self.max_kernel_rank
-        if not (cap is None or (isinstance(cap, numbers.Integral) and not isinstance(cap, bool) and cap >= 1)):
+        if not (cap is None or (_is_int(cap) and cap >= 1)):
             raise ValueError(f"max_kernel_rank must be None or a positive integer; got {cap!r}.")
         if not (_is_real(self.kernel_tol) and 0 <= self.kernel_tol < 1):
             raise ValueError(f"kernel_tol must be a float in [0, 1) (a share of the kernel's trace); "

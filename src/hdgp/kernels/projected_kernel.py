@@ -31,6 +31,7 @@ from gpytorch.kernels import Kernel
 from torch.utils.checkpoint import checkpoint
 
 from ._constraints import log_positive
+from .ard_kernel import _centred
 
 __all__ = ["ProjectedAdditiveKernel"]
 
@@ -59,9 +60,8 @@ def _term_groups(Z1: torch.Tensor, Z2: torch.Tensor, slices, symmetric: bool):
 
     The √½ makes every term :math:`\\exp(-\\lVert u - u' \\rVert^2)`. One-dimensional
     terms use exact differences (:func:`_block_terms`); for :math:`D > 1` both inputs are
-    shifted by the median of ``U2`` (distances do not change), since the matrix-product
-    expansion used there is exact only near the centre and one far-out row must not drag
-    the centre away from the others (as in :func:`~hdgp.kernels.ard_kernel._centred`).
+    centred by :func:`~hdgp.kernels.ard_kernel._centred`, since the matrix-product
+    expansion used there is exact only near the centre.
     """
     by_degree: dict[int, list[int]] = {}
     for j, sl in enumerate(slices):
@@ -71,9 +71,8 @@ def _term_groups(Z1: torch.Tensor, Z2: torch.Tensor, slices, symmetric: bool):
         U2 = _stack(Z2, slices, terms)
         U1 = U2 if symmetric else _stack(Z1, slices, terms)
         if degree > 1:
-            shift = U2.detach().median(-2, keepdim=True).values
-            U2 = U2 - shift
-            U1 = U2 if symmetric else U1 - shift
+            U1, U2 = _centred(U1, U2)
+            U1 = U2 if symmetric else U1
         groups.append((terms, U1, U2))
     return groups
 

@@ -14,6 +14,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from . import log_positive
+from .ard_kernel import _centred
 
 __all__ = ["SEKernel", "se_minus_outer"]
 
@@ -65,8 +66,7 @@ class _SEMinusOuter(torch.autograd.Function):
         g_a = g_b = g_l2 = None
         if need_a or need_b or need_l2:
             W = (K * G) if u is None else torch.addcmul(K, u.unsqueeze(-1), v.unsqueeze(-2)).mul_(G)  # G ⊙ E
-            shift = b.detach().median(-2, keepdim=True).values
-            a0, b0 = a - shift, b - shift  # (..., D, n, 1), (..., D, m, 1)
+            a0, b0 = _centred(a, b)  # (..., D, n, 1), (..., D, m, 1)
             rows, cols = W.sum(-1, keepdim=True), W.sum(-2).unsqueeze(-1)
             Wb, WTa = W @ b0, W.transpose(-1, -2) @ a0
             if need_l2:
