@@ -208,7 +208,10 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
     Parameters
     ----------
     model : torch.nn.Module
-        Has ``neg_log_marginal_likelihood(X, y)`` and optionally ``log_prior()``.
+        Has ``neg_log_marginal_likelihood(X, y)`` and optionally ``log_prior()``. A model
+        whose objective sets a profiled parameter (``profile_constant``, see
+        :class:`~hdgp.inference.ExactGPModel`) is evaluated once more at the returned
+        parameters, so that it matches them.
     X, y : torch.Tensor
         Training inputs (n, d) and targets (n,).
     optimizer : {"lbfgs", "adam"}
@@ -257,6 +260,9 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
             "increase `noise_lower_bound` or check the inputs for duplicates/scale."
         )
     flat.set(results[best][1])
+    if getattr(model, "profile_constant", False):  # ExactGPModel: its constant for these parameters
+        with torch.no_grad():
+            _objective(model, X, y)
     if not results[best][2]:
         warnings.warn(
             f"Hyperparameter optimisation ({optimizer}) stopped at max_iter={max_iter} before "

@@ -12,18 +12,20 @@ from scipy.stats import multivariate_normal
 from hdgp.exceptions import NotPositiveDefiniteError, NumericalWarning
 from hdgp.inference import ExactGPModel
 from hdgp.linalg import robust_cholesky
+from hdgp.training import fit_hyperparameters
 
 
 pytestmark = pytest.mark.usefixtures("float64_default")
 
 
-def _model(d=3, seed=0, scaled=True):
+def _model(d=3, seed=0, scaled=True, profile_constant=False):
+    """A fixed constant 0.3 unless ``profile_constant``."""
     torch.manual_seed(seed)
     kernel = ScaleKernel(RBFKernel(ard_num_dims=d)) if scaled else RBFKernel(ard_num_dims=d)
     (kernel.base_kernel if scaled else kernel).lengthscale = torch.tensor([0.7, 1.3, 2.0][:d])
     if scaled:
         kernel.outputscale = 1.7
-    model = ExactGPModel(kernel, noise_lower_bound=1e-6).double()
+    model = ExactGPModel(kernel, noise_lower_bound=1e-6, profile_constant=profile_constant).double()
     model.likelihood.noise = 0.05
     model.mean.constant.data.fill_(0.3)
     return model
@@ -76,6 +78,69 @@ def test_gradient_matches_finite_differences():
                 p.view(-1)[i] += eps
             numeric.append((up - down) / (2 * eps))
     np.testing.assert_allclose(analytic.numpy(), numeric, rtol=1e-5, atol=1e-7)
+
+
+def _dense_nll(model, X, y, c):
+    K = model.kernel(X).to_dense().detach().numpy() + model.noise.item() * np.eye(len(y))
+    return -multivariate_normal(mean=np.full(len(y), c), cov=K).logpdf(y.numpy())
+
+
+def test_profiled_constant_is_the_minimiser_of_the_dense_nll():
+    """ĉ = 1ᵀK_y⁻¹y / 1ᵀK_y⁻¹1, the value min_c of the dense -log density, and ĉ lands in ``mean``."""
+    model, (X, y) = _model(profile_constant=True), _data()
+    y = y + 4.0  # far from the stored 0.3, so a stale constant would show
+    value = model.neg_log_marginal_likelihood(X, y).item()
+    K = model.kernel(X).to_dense().detach().numpy() + 0.05 * np.eye(len(y))
+    Kinv_1, Kinv_y = np.linalg.solve(K, np.ones(len(y))), np.linalg.solve(K, y.numpy())
+    c_hat = Kinv_y.sum() / Kinv_1.sum()
+    assert model.constant.item() == pytest.approx(c_hat, rel=1e-10)
+    assert value == pytest.approx(_dense_nll(model, X, y, c_hat), rel=1e-10)
+    for c in (c_hat - 1e-3, c_hat + 1e-3):
+        assert _dense_nll(model, X, y, c) > value
+    assert not model.mean.raw_constant.requires_grad
+
+
+def test_profiled_gradient_matches_finite_differences_of_the_profile():
+    """Envelope theorem: the fixed-c gradient at ĉ is the gradient of min_c NLL."""
+    model, (X, y) = _model(profile_constant=True), _data()
+    params = [p for p in model.parameters() if p.requires_grad]
+    model.neg_log_marginal_likelihood(X, y).backward()
+    analytic = torch.cat([p.grad.reshape(-1) for p in params])
+    numeric = []
+    eps = 1e-6
+    for p in params:
+        for i in range(p.numel()):
+            with torch.no_grad():
+                p.view(-1)[i] += eps
+                up = model.neg_log_marginal_likelihood(X, y).item()
+                p.view(-1)[i] -= 2 * eps
+                down = model.neg_log_marginal_likelihood(X, y).item()
+                p.view(-1)[i] += eps
+            numeric.append((up - down) / (2 * eps))
+    np.testing.assert_allclose(analytic.numpy(), numeric, rtol=1e-5, atol=1e-7)
+
+
+def test_profiled_fit_reaches_the_joint_optimum_and_keeps_its_constant():
+    """Profiling c changes the path, not the optimum: the fitted loss, constant and
+    hyper-parameters agree with learning c jointly, and after the fit the stored
+    constant is ĉ for the returned parameters (not for the last point evaluated)."""
+    X, y = _data(n=60)
+    y = y + 2.0
+    fits = {}
+    for profile in (False, True):
+        model = _model(profile_constant=profile)
+        result = fit_hyperparameters(model, X, y)
+        fits[profile] = model, result
+    (joint, r_joint), (prof, r_prof) = fits[False], fits[True]
+    assert r_prof.loss == pytest.approx(r_joint.loss, abs=1e-6)
+    assert prof.constant.item() == pytest.approx(joint.constant.item(), abs=1e-3)
+    torch.testing.assert_close(prof.noise, joint.noise, rtol=1e-2, atol=0)
+    # with restarts the last point evaluated is the end of the last start, not the best
+    fit_hyperparameters(prof, X, y, n_restarts=3, random_state=0)
+    stored = prof.constant.clone()
+    with torch.no_grad():
+        prof.neg_log_marginal_likelihood(X, y)
+    torch.testing.assert_close(prof.constant, stored, rtol=0, atol=1e-14)
 
 
 def test_predictions_match_closed_form_posterior():
