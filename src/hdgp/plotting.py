@@ -84,9 +84,58 @@ def _original_units(est, j, values):
     return values * est.x_scale_[k] + est.x_mean_[k]
 
 
+class _LatentView:
+    """One latent function of a fitted :class:`~hdgp.estimators.oak_classifier.OAKClassifier`,
+    seen the way the plots see an :class:`~hdgp.estimators.oak.OAKRegressor`.
+
+    Its posterior, training inputs and Sobol ranking come from the classifier (the
+    latent function of ``class_label``, :meth:`OAKClassifier._problem`); the input
+    handling (levels, flow, two-point columns) from the classifier's ``encoder_``.
+    """
+
+    def __init__(self, clf, class_label):
+        k, self._sign = clf._problem(class_label)
+        self._clf = clf
+        self.class_label = clf.classes_[k if len(clf.classes_) > 2 else (1 if self._sign > 0 else 0)]
+        if not hasattr(clf, "X_train_"):
+            raise ValueError("This classifier was saved by an hdgp version that did not keep its training "
+                             "inputs, which the plots need for their ranges; refit it to plot components.")
+        self.posterior_ = clf.posteriors_[k]
+        self.X_train_ = clf.X_train_
+        self.sobol_indices_ = clf.sobol_indices_[k] if isinstance(clf.sobol_indices_, list) else clf.sobol_indices_
+        self.components_ = [u for u in clf.sobol_[k].terms if len(u) <= 2]
+
+    def __getattr__(self, name):  # levels_, flow_, continuous_features_, _two_point, ...
+        return getattr(self._clf.encoder_, name)
+
+    def _term(self, term):
+        return self._clf._term(term)
+
+    def _feature_names(self):
+        return self._clf._feature_names()
+
+    def component(self, u, grid):
+        """Mean and std of the latent component ``u`` on transformed inputs (probit scale)."""
+        from .explain import component_posterior
+
+        mean, var = component_posterior(self.posterior_, u, grid)
+        return self._sign * mean, var.sqrt()
+
+
+def _component_on_grid(est, u, grid):
+    """Mean and std of component ``u`` on transformed inputs ``grid``, in the plotted units."""
+    from .explain import component_posterior
+
+    if isinstance(est, _LatentView):
+        return est.component(u, grid)
+    mean, var = component_posterior(est.posterior_, u, grid)
+    return mean * est.y_scale_, var.sqrt() * est.y_scale_
+
+
 def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsize_per=(4.0, 3.2),
-                    level_labels=None, target_name: str | None = None):
-    """Plot fitted components of an :class:`~hdgp.estimators.oak.OAKRegressor`.
+                    level_labels=None, target_name: str | None = None, class_label=None):
+    """Plot fitted components of an :class:`~hdgp.estimators.oak.OAKRegressor` or of
+    the latent function of an :class:`~hdgp.estimators.oak_classifier.OAKClassifier`.
 
     One-dimensional continuous components: posterior mean with a ±2σ band and the
     feature's histogram (OAK Fig. 1); categorical/binary: bars with ±2σ error bars;
@@ -97,10 +146,11 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
 
     Parameters
     ----------
-    est : OAKRegressor
+    est : OAKRegressor or OAKClassifier
         A fitted estimator.
     terms : list of tuples of int or str, optional
-        Components to draw (default: ``est.components_``, at most 12).
+        Components to draw (default: ``est.components_``, at most 12; for a classifier
+        its first- and second-order terms by decreasing Sobol index).
     n_grid : int, default=60
         Grid points per continuous axis (half as many, at least 20, for 2-D terms).
     ncols : int, default=3
@@ -111,9 +161,18 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         ``level_labels(feature_name, levels) -> list of str`` names the levels of a
         discrete feature; default: the DataFrame categories, else the numbers.
     target_name : str, optional
-        Names the target on the y axis ("effect on <target_name>").
+        Names the target on the y axis ("effect on <target_name>"); for a classifier
+        the default names the latent function of the class.
+    class_label : optional
+        Classifiers only: whose latent function to plot (see
+        :meth:`OAKClassifier.predict_component`).
     """
     plt = _pyplot()
+    if hasattr(est, "posteriors_"):
+        est = _LatentView(est, class_label)
+        target_name = target_name or f"latent f of class {est.class_label}"
+    elif class_label is not None:
+        raise ValueError("class_label is for classifiers; a regressor has one latent function.")
     terms = list(est.components_[:12]) if terms is None else [est._term(t) for t in terms]
     if any(len(u) > 2 for u in terms):
         raise ValueError("Only first- and second-order components can be plotted.")
@@ -135,12 +194,10 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
 
 def _draw_component(fig, ax, est, u, names, n_grid, level_labels):
     """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
-    from .explain import component_posterior
-
     grid, mesh = _grid_inputs(est, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
-    mean, var = component_posterior(est.posterior_, u, est.X_train_.new_tensor(grid))
-    mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_
-    sd = np.sqrt(var.cpu().numpy()).reshape(mesh[0].shape) * est.y_scale_
+    mean, sd = _component_on_grid(est, u, est.X_train_.new_tensor(grid))
+    mean = mean.cpu().numpy().reshape(mesh[0].shape)
+    sd = sd.cpu().numpy().reshape(mesh[0].shape)
 
     def labels(j):
         levels = _level_labels(est, j) if level_labels is None else level_labels(names[j], _discrete_values(est, j))

@@ -74,3 +74,89 @@ def test_clip_inputs_reaches_the_encoder():
     far = np.array([[X[:, 0].max() + 5.0, 0.0, 1.0]])
     edge = np.array([[X[:, 0].max(), 0.0, 1.0]])
     np.testing.assert_array_equal(clf.predict_proba(far), clf.predict_proba(edge))
+
+
+def _interaction_data(n=150, seed=0):
+    rng = np.random.default_rng(seed)
+    frame = pd.DataFrame(rng.standard_normal((n, 3)), columns=["a", "b", "c"])
+    frame["d"] = pd.Categorical(rng.choice(["u", "v", "w"], n))
+    y = (2 * frame["a"] + frame["b"] * frame["c"] > 0).astype(int).to_numpy()
+    return frame, y
+
+
+@pytest.fixture(scope="module")
+def latent_fit():
+    frame, y = _interaction_data()
+    clf = OAKClassifier(max_order=4, n_inducing=30, max_iter=60, random_state=0).fit(frame, y)
+    return clf, frame, y
+
+
+def test_latent_components_add_up_to_the_latent_mean(latent_fit):
+    """f = c + Σ_u f_u over every term of the kernel (orders 0..4 of 4 features), so the
+    component means plus the constant are the latent posterior mean."""
+    import itertools
+
+    clf, frame, _ = latent_fit
+    total = clf.models_[0].constant.item() + clf.predict_component(frame.iloc[:20], ())
+    for r in range(1, 5):
+        for u in itertools.combinations(range(4), r):
+            total = total + clf.predict_component(frame.iloc[:20], u)
+    np.testing.assert_allclose(total, clf.predict_latent(frame.iloc[:20]), atol=1e-8)
+
+
+def test_latent_component_of_the_other_class_is_negated(latent_fit):
+    clf, frame, _ = latent_fit
+    m1, s1 = clf.predict_component(frame.iloc[:10], "a", return_std=True)
+    m0, s0 = clf.predict_component(frame.iloc[:10], "a", class_label=0, return_std=True)
+    np.testing.assert_allclose(m0, -m1)
+    np.testing.assert_allclose(s0, s1)
+    np.testing.assert_allclose(clf.predict_component(frame.iloc[:10], ("b", "c"), class_label=1),
+                               clf.predict_component(frame.iloc[:10], (1, 2)))
+    # the label follows 2a: the component of a rises with a
+    grid = frame.iloc[:1].loc[[frame.index[0]] * 2].assign(a=[-1.0, 1.0])
+    low, high = clf.predict_component(grid, "a")
+    assert high > low
+    with pytest.raises(ValueError, match="not one of the classes"):
+        clf.predict_component(frame.iloc[:3], "a", class_label=7)
+
+
+def test_latent_component_plots_in_original_units(latent_fit, tmp_path):
+    clf, frame, _ = latent_fit
+    fig = clf.plot_components([("a",), ("d",), ("b", "c")], class_label=0)
+    fig.savefig(tmp_path / "latent.png")
+    line = fig.axes[0].lines[0]
+    np.testing.assert_allclose([line.get_xdata().min(), line.get_xdata().max()],
+                               [frame["a"].min(), frame["a"].max()], rtol=1e-6)
+    # the curve is -f_a of class 1 on the same grid
+    x = line.get_xdata()
+    query = frame.iloc[[0] * len(x)].assign(a=x)
+    np.testing.assert_allclose(line.get_ydata(), clf.predict_component(query, "a", class_label=0), atol=1e-8)
+    assert "latent f of class 0" in fig.axes[0].get_ylabel()
+    bars = next(ax for ax in fig.axes if ax.get_title().startswith("d "))
+    assert [t.get_text() for t in bars.get_xticklabels()] == ["u", "v", "w"]
+    default = clf.plot_components()  # top first- and second-order terms by Sobol index
+    assert default.axes[0].get_title().startswith("a ")
+
+
+def test_multiclass_latent_components_need_a_class(tmp_path):
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((120, 2))
+    y = np.digitize(X[:, 0], [-0.5, 0.5])  # three classes along x0
+    clf = OAKClassifier(max_order=2, n_inducing=15, max_iter=40, random_state=0).fit(X, y)
+    with pytest.raises(ValueError, match="pass class_label"):
+        clf.predict_component(X[:3], 0)
+    low = clf.predict_component(np.array([[-2.0, 0.0], [2.0, 0.0]]), 0, class_label=0)
+    high = clf.predict_component(np.array([[-2.0, 0.0], [2.0, 0.0]]), 0, class_label=2)
+    assert low[0] > low[1] and high[1] > high[0]  # class 0 lives at small x0, class 2 at large
+    clf.plot_components([(0,)], class_label=2).savefig(tmp_path / "multi.png")
+    with pytest.raises(ValueError, match="pass class_label"):
+        clf.plot_components()
+
+
+def test_latent_components_survive_save_and_load(latent_fit, tmp_path):
+    clf, frame, _ = latent_fit
+    path = hdgp.save(clf, tmp_path / "clf.hdgp")
+    loaded = hdgp.load(path)
+    np.testing.assert_allclose(loaded.predict_component(frame.iloc[:5], ("b", "c")),
+                               clf.predict_component(frame.iloc[:5], ("b", "c")))
+    loaded.plot_components([("a",)]).savefig(tmp_path / "loaded.png")

@@ -223,6 +223,8 @@ def test_cli_fit_predict_explain_binary(cancer):
     assert "class='reliability'" in html and "class='confusion'" in html and "class='sobol'" in html
     assert "expected calibration error" in html and "coverage of 95 %" not in html
     assert (cancer / "report" / "reliability.png").stat().st_size > 1000
+    # the latent components of the OAK classifier, as for a regressor
+    assert (cancer / "report" / "component_01.png").stat().st_size > 1000 and "component_01.png" in html
 
 
 def test_cli_refuses_a_regression_model_on_labels(cancer, tmp_path):

@@ -195,8 +195,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(self._transform_inputs(X, fit)), **self._torch_kwargs)
 
-    def _after_fit(self) -> None:
-        """Subclasses add derived attributes (e.g. Sobol indices) here."""
+    def _after_fit(self, Xt: torch.Tensor) -> None:
+        """Subclasses add derived attributes (e.g. Sobol indices) here; ``Xt`` are the transformed training inputs."""
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         if isinstance(self.kernel, str):
@@ -266,7 +266,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 self.posteriors_.append(model.posterior())
                 self.fit_results_.append(result)
         self.n_iter_ = int(sum(r.n_evaluations for r in self.fit_results_))
-        self._after_fit()
+        self._after_fit(Xt)
         return self
 
     # ---------------------------------------------------------------- predict

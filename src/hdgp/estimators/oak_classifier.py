@@ -18,6 +18,7 @@ in place of the training inputs (the "similar formula for sparse GP"):
 from __future__ import annotations
 
 import numpy as np
+from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
 from ..presets import register_preset
@@ -59,6 +60,8 @@ class OAKClassifier(GPClassifier):
         Normalised Sobol mass of each interaction order 1..R.
     encoder_ : OAKRegressor
         Unfitted-model holder of the fitted input transformation (flow, levels, measures).
+    X_train_ : torch.Tensor of shape (n_samples, n_features)
+        Transformed training inputs (grid ranges and histograms of :meth:`plot_components`).
 
     Examples
     --------
@@ -142,7 +145,8 @@ class OAKClassifier(GPClassifier):
     def _feature_names(self) -> list[str]:
         return self.encoder_._feature_names(self.n_features_in_)
 
-    def _after_fit(self) -> None:
+    def _after_fit(self, Xt: torch.Tensor) -> None:
+        self.X_train_ = Xt
         names = self._feature_names()
         self.sobol_, indices = [], []
         for model, post in zip(self.models_, self.posteriors_):
@@ -152,6 +156,67 @@ class OAKClassifier(GPClassifier):
         orders = np.stack([r.by_order.cpu().numpy() for r in self.sobol_])
         self.sobol_indices_ = indices[0] if len(indices) == 1 else indices
         self.sobol_order_ = orders[0] if len(indices) == 1 else orders
+
+
+    # -------------------------------------------------------- explanations
+    def _problem(self, class_label) -> tuple[int, float]:
+        r"""``(k, sign)``: the latent function :math:`\pm f_k` whose large values favour ``class_label``.
+
+        Binary: one latent :math:`f` with :math:`P(\text{classes\_[1]}) = \Phi(f)`, so the
+        first class takes :math:`-f` and ``None`` means the second. One-vs-rest: one
+        :math:`f_k` per class, and ``class_label`` must be given.
+        """
+        check_is_fitted(self, "posteriors_")
+        classes = list(self.classes_)
+        if class_label is None:
+            if len(classes) > 2:
+                raise ValueError(f"There is one latent function per class ({len(classes)} classes, one-vs-rest); "
+                                 f"pass class_label, one of {classes}.")
+            return 0, 1.0
+        matches = [k for k, c in enumerate(classes) if c == class_label]
+        if not matches:
+            raise ValueError(f"class_label {class_label!r} is not one of the classes {classes}.")
+        if len(classes) == 2:
+            return 0, 1.0 if matches[0] == 1 else -1.0
+        return matches[0], 1.0
+
+    # a term's feature indices from names or indices, as the regressor reads them
+    _term = OAKRegressor._term
+    _column_index = OAKRegressor._column_index
+
+    def predict_component(self, X, term, *, class_label=None, return_std: bool = False):
+        """Posterior mean (and std) of the latent component :math:`f_u` at ``X`` (probit scale).
+
+        The latent function is a sum of components (OAK eq. 13, with the SVGP posterior
+        :math:`q(f(Z)) = N(m, S)`: :func:`hdgp.explain.component_posterior`); positive values
+        push towards ``class_label``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+            Only the columns in ``term`` matter.
+        term : int, str or tuple of them
+            Feature indices or names :math:`u`.
+        class_label : optional
+            The class whose latent function to explain: default the second of two classes
+            (the first gets the negated components); required with more than two classes.
+        return_std : bool, default=False
+        """
+        k, sign = self._problem(class_label)
+        u = self._term(term)
+        Xt = self._standardise(self._check_X(X), fit=False)
+        mean, var = explain.component_posterior(self.posteriors_[k], u, Xt)
+        mean = sign * mean.cpu().numpy()
+        return (mean, np.sqrt(var.cpu().numpy())) if return_std else mean
+
+    def plot_components(self, terms=None, *, class_label=None, **kwargs):
+        """Plot latent components (default: the top first- and second-order terms by Sobol index).
+
+        See :func:`hdgp.plotting.plot_components`; ``class_label`` as in :meth:`predict_component`.
+        """
+        from ..plotting import plot_components
+
+        return plot_components(self, terms, class_label=class_label, **kwargs)
 
 
 register_preset("OAK-classifier", lambda **kw: OAKClassifier(**kw),

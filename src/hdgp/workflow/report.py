@@ -91,7 +91,10 @@ def _tick_labels(tm, name: str, values) -> list:
 
 def _component_figure(tm, term: tuple):
     """One first- or second-order component (:func:`hdgp.plotting.plot_components`), levels named as in the table."""
-    return plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=tm.target,
+    est = tm.estimator
+    # a classifier's components add up to the latent function of its second class
+    target = f"latent f of {tm.target} = {est.classes_[1]}" if tm.task == "classification" else tm.target
+    return plot_components(est, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
                            level_labels=lambda name, values: _tick_labels(tm, name, values))
 
 
@@ -260,8 +263,7 @@ def _figures(tm, top: int) -> dict:
     if _has_sobol(est):
         sobol = _sobol_result(est)
         ranked = list(zip(sobol.terms[:top], sobol.values[:top].tolist()))
-        plotted = hasattr(est, "predict_component")  # the OAK classifier has no component posteriors
-        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12] if plotted else []
+        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12]
         for k, (u, v) in enumerate(shown, 1):
             figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u)))
         fig, _ = _cumulative_figure(tm, holdout)
