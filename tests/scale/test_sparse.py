@@ -27,6 +27,7 @@ def _kernel(d, lengthscale=(0.9, 1.3, 1.7), outputscale=1.3):
 
 
 def _set_common(model, noise=0.05, constant=0.2):
+    """Fixed noise and constant (the models built for it do not profile the constant)."""
     model.likelihood.noise = noise
     model.mean.constant.data.fill_(constant)
     return model.double()
@@ -41,7 +42,7 @@ def test_registered_as_sparse_engine():
 def test_bound_below_exact_log_marginal_likelihood(m):
     X, y = _data()
     exact = _set_common(ExactGPModel(_kernel(3), profile_constant=False))
-    sparse = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=m, random_state=0))
+    sparse = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=m, random_state=0, profile_constant=False))
     with torch.no_grad():
         lml = -exact.neg_log_marginal_likelihood(X, y).item()
         bound = -sparse.neg_log_marginal_likelihood(X, y).item()
@@ -55,7 +56,7 @@ def test_bound_increases_with_nested_inducing_sets():
     bounds = []
     for m in (4, 16, 64):
         Z = X[:m]
-        model = _set_common(SGPRModel(_kernel(3), inducing_points=Z, jitter=1e-10))
+        model = _set_common(SGPRModel(_kernel(3), inducing_points=Z, jitter=1e-10, profile_constant=False))
         with torch.no_grad():
             bounds.append(-model.neg_log_marginal_likelihood(X, y).item())
     assert bounds[0] <= bounds[1] + 1e-8 <= bounds[2] + 2e-8
@@ -64,7 +65,7 @@ def test_bound_increases_with_nested_inducing_sets():
 def test_bound_equals_exact_when_inducing_points_are_training_points():
     X, y = _data(n=60)
     exact = _set_common(ExactGPModel(_kernel(3), profile_constant=False))
-    sparse = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=60, jitter=1e-10))
+    sparse = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=60, jitter=1e-10, profile_constant=False))
     torch.testing.assert_close(sparse.inducing_points.detach(), X)
     with torch.no_grad():
         lml = -exact.neg_log_marginal_likelihood(X, y).item()
@@ -76,7 +77,7 @@ def test_posterior_equals_exact_when_inducing_points_are_training_points():
     X, y = _data(n=60)
     Xs = torch.randn(25, 3, generator=torch.Generator().manual_seed(3), dtype=torch.float64)
     exact = _set_common(ExactGPModel(_kernel(3), profile_constant=False)).posterior(X, y)
-    sparse = _set_common(SGPRModel(_kernel(3), inducing_points=X, jitter=1e-10)).posterior(X, y)
+    sparse = _set_common(SGPRModel(_kernel(3), inducing_points=X, jitter=1e-10, profile_constant=False)).posterior(X, y)
     for latent in (True, False):
         m0, v0 = exact.predict(Xs, latent=latent)
         m1, v1 = sparse.predict(Xs, latent=latent)
@@ -104,7 +105,8 @@ def test_posterior_mean_is_kernel_times_alpha_and_variance_matches_full_cov():
 
 def test_gradients_match_finite_differences():
     X, y = _data(n=50)
-    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True))
+    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True,
+                                  profile_constant=False))
     params = [p for p in model.parameters() if p.requires_grad]
     loss = model.neg_log_marginal_likelihood(X, y)
     grads = torch.autograd.grad(loss, params)
@@ -130,7 +132,8 @@ def test_row_blocked_bound_equals_single_block(monkeypatch):
     Xs = X[:6] + 0.1
 
     def evaluate():
-        model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True))
+        model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True,
+                                       profile_constant=False))
         params = [p for p in model.parameters() if p.requires_grad]
         loss = model.neg_log_marginal_likelihood(X, y)
         return loss.detach(), torch.autograd.grad(loss, params), model.posterior(X, y).predict(Xs), len(params)
@@ -149,7 +152,8 @@ def test_row_blocked_bound_equals_single_block(monkeypatch):
 @pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
 def test_training_raises_bound_and_learned_inducing_points_move():
     X, y = _data(n=150)
-    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=12, random_state=0, learn_inducing=True))
+    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=12, random_state=0, learn_inducing=True,
+                                  profile_constant=False))
     Z0 = model.inducing_points.detach().clone()
     with torch.no_grad():
         before = -model.neg_log_marginal_likelihood(X, y).item()
@@ -363,3 +367,48 @@ def test_float32_sgpr_reaches_the_float64_optimum():
     assert fits["float32"].fit_result_.loss == pytest.approx(fits["float64"].fit_result_.loss, abs=5e-3)
     rmse = {k: np.sqrt(np.mean((est.predict(Xt) - f(Xt)) ** 2)) for k, est in fits.items()}
     assert rmse["float32"] < 1.1 * rmse["float64"]
+
+
+def test_profiled_constant_maximises_the_bound():
+    """ĉ = 1ᵀQ_y⁻¹y / 1ᵀQ_y⁻¹1 through the Woodbury factors: the profiled bound is the fixed-c
+    bound at ĉ, larger than at ĉ ± 1e-3, and with Z = X it is the profiled exact likelihood."""
+    X, y = _data(n=60)
+    y = y + 3.0
+    Z = X[:15]
+    profiled = _set_common(SGPRModel(_kernel(3), inducing_points=Z))
+    with torch.no_grad():
+        value = profiled.neg_log_marginal_likelihood(X, y).item()
+    c_hat = profiled.constant.item()
+    assert not profiled.mean.raw_constant.requires_grad
+
+    def fixed_value(c):
+        model = _set_common(SGPRModel(_kernel(3), inducing_points=Z, profile_constant=False), constant=c)
+        with torch.no_grad():
+            return model.neg_log_marginal_likelihood(X, y).item()
+
+    assert value == pytest.approx(fixed_value(c_hat), rel=1e-12)
+    assert fixed_value(c_hat - 1e-3) > value and fixed_value(c_hat + 1e-3) > value
+    full = _set_common(SGPRModel(_kernel(3), inducing_points=X, jitter=1e-10))
+    exact = _set_common(ExactGPModel(_kernel(3)))
+    with torch.no_grad():
+        assert full.neg_log_marginal_likelihood(X, y).item() == pytest.approx(
+            exact.neg_log_marginal_likelihood(X, y).item(), rel=1e-6)
+    assert full.constant.item() == pytest.approx(exact.constant.item(), rel=1e-5)
+
+
+def test_profiled_bound_gradient_matches_finite_differences():
+    X, y = _data(n=50)
+    model = _set_common(SGPRModel(_kernel(3), X=X, n_inducing=10, random_state=0, learn_inducing=True))
+    params = [p for p in model.parameters() if p.requires_grad]
+    assert len(params) == 4  # lengthscale, outputscale, noise, inducing inputs: the constant is profiled
+    model.neg_log_marginal_likelihood(X, y + 2.0).backward()
+    eps = 1e-6
+    for p in params:
+        for i in range(0, p.numel(), 3):
+            with torch.no_grad():
+                p.view(-1)[i] += eps
+                up = model.neg_log_marginal_likelihood(X, y + 2.0).item()
+                p.view(-1)[i] -= 2 * eps
+                down = model.neg_log_marginal_likelihood(X, y + 2.0).item()
+                p.view(-1)[i] += eps
+            assert p.grad.view(-1)[i].item() == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-5)

@@ -83,6 +83,13 @@ class SGPRModel(GaussianNoiseModel):
         Optimise the inducing inputs together with the hyperparameters.
     jitter : float, default=1e-6
         Jitter added to :math:`K_{uu}`, relative to its mean diagonal.
+    profile_constant : bool, default=True
+        Profile the constant mean out of the bound, as
+        :class:`~hdgp.inference.exact.ExactGPModel` does: :math:`\mathcal F` depends on
+        :math:`c` only through :math:`\log N(y - c \mid 0, Q_{ff} + \sigma_n^2 I)`, so
+        its maximiser is :math:`\hat c = \mathbf 1^\top Q_y^{-1} y / \mathbf 1^\top Q_y^{-1}\mathbf 1`
+        (with :math:`Q_y^{-1} = (I - A^\top B^{-1} A)/\sigma_n^2`, :math:`O(nm)` given the
+        factors), written to ``mean`` at every evaluation.
 
     References
     ----------
@@ -95,8 +102,10 @@ class SGPRModel(GaussianNoiseModel):
     def __init__(self, kernel: Kernel, *, noise_lower_bound: float = 1e-4, noise_prior: Prior | None = None,
                  n_inducing: int = 512, random_state=None, X: torch.Tensor | None = None, discrete=(),
                  inducing_points: torch.Tensor | None = None, learn_inducing: bool = False,
-                 jitter: float = DEFAULT_JITTER):
+                 jitter: float = DEFAULT_JITTER, profile_constant: bool = True):
         super().__init__(kernel, GreaterThan(noise_lower_bound), noise_prior)
+        self.profile_constant = bool(profile_constant)
+        self.mean.raw_constant.requires_grad_(not self.profile_constant)
         if inducing_points is None:
             if X is None:
                 raise ValueError("SGPRModel needs either the training inputs `X` or explicit `inducing_points`.")
@@ -230,8 +239,16 @@ class SGPRModel(GaussianNoiseModel):
             eye = torch.eye(K_uu.shape[0], dtype=K_uu.dtype, device=K_uu.device)
             jitter = self.jitter * K_uu.diagonal().mean().abs().item()
             L, _ = robust_cholesky(K_uu + jitter * eye)
-            r = (y - c.detach()).double()
-            A, AAT, LB, cB = self._factor_b(L, K_uf, sigma, r)
+            if self.profile_constant:  # c_B is linear in r = y - c: c_B(y) - ĉ c_B(1)
+                r = y.detach().double()
+                A, AAT, LB, cB = self._factor_b(L, K_uf, sigma, r)
+                cB_1 = torch.linalg.solve_triangular(LB, A.sum(-1, keepdim=True), upper=False).squeeze(-1) / sigma
+                c_hat = (r.sum() / s - cB_1.dot(cB)) / (n / s - cB_1.dot(cB_1))  # 1'Q_y^-1 y / 1'Q_y^-1 1
+                r, cB = r - c_hat, cB - c_hat * cB_1
+                self.mean.constant.copy_(c_hat)
+            else:
+                r = (y - c.detach()).double()
+                A, AAT, LB, cB = self._factor_b(L, K_uf, sigma, r)
             kff_trace = kff.detach().double().sum()
             value = (
                 0.5 * n * math.log(2 * math.pi) + LB.diagonal().log().sum() + 0.5 * n * s.log()
