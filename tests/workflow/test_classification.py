@@ -225,6 +225,7 @@ def test_cli_fit_predict_explain_binary(cancer):
     assert (cancer / "report" / "reliability.png").stat().st_size > 1000
     # the latent components of the OAK classifier, as for a regressor
     assert (cancer / "report" / "component_01.png").stat().st_size > 1000 and "component_01.png" in html
+    assert "P(diagnosis = malignant) = Φ(f)" in html
 
 
 def test_cli_refuses_a_regression_model_on_labels(cancer, tmp_path):

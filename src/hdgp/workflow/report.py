@@ -91,10 +91,10 @@ def _tick_labels(tm, name: str, values) -> list:
 
 def _component_figure(tm, term: tuple):
     """One first- or second-order component (:func:`hdgp.plotting.plot_components`), levels named as in the table."""
-    est = tm.estimator
-    # a classifier's components add up to the latent function of its second class
-    target = f"latent f of {tm.target} = {est.classes_[1]}" if tm.task == "classification" else tm.target
-    return plot_components(est, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
+    # a classifier's components add up to the latent function of its second class (the estimator
+    # sees class codes; the table's schema names them)
+    target = f"latent f of {tm.target} = {tm.schema.classes[1]}" if tm.task == "classification" else tm.target
+    return plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
                            level_labels=lambda name, values: _tick_labels(tm, name, values))
 
 
@@ -235,8 +235,11 @@ def _sections(tm, top: int, images: dict) -> list[str]:
             for name, src in images.items():
                 if name.startswith("component"):
                     parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
-            parts.append("<p class='note'>Posterior mean of each component (its effect on the target, in target "
-                         "units) with a ±2 std band or error bars; features not in a component do not change it. "
+            effect = ("its effect on the latent function f of the classifier, P(" + _e(f"{tm.target} = "
+                      f"{tm.schema.classes[1]}") + ") = Φ(f) up to the posterior spread, so positive values favour "
+                      "that class" if tm.task == "classification" else "its effect on the target, in target units")
+            parts.append(f"<p class='note'>Posterior mean of each component ({effect}) with a ±2 std band or error "
+                         "bars; features not in a component do not change it. "
                          "Two-feature components with a discrete feature show one curve per level.</p>")
         parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
