@@ -91,15 +91,17 @@ class _LatentView:
     Its posterior, training inputs and Sobol ranking come from the classifier (the
     latent function of ``class_label``, :meth:`OAKClassifier._problem`); the input
     handling (levels, flow, two-point columns) from the classifier's ``encoder_``.
+    ``y_scale_``, the regressor's target scale, is the latent function's sign (−1 for
+    the first of two classes).
     """
 
     def __init__(self, clf, class_label):
-        k, self._sign = clf._problem(class_label)
-        self._clf = clf
-        self.class_label = clf.classes_[k if len(clf.classes_) > 2 else (1 if self._sign > 0 else 0)]
+        self._clf = clf  # first: __getattr__ reads it
+        k, self.y_scale_ = clf._problem(class_label)
         if not hasattr(clf, "X_train_"):
             raise ValueError("This classifier was saved by an hdgp version that did not keep its training "
                              "inputs, which the plots need for their ranges; refit it to plot components.")
+        self.class_label = clf.classes_[1] if class_label is None else class_label
         self.posterior_ = clf.posteriors_[k]
         self.X_train_ = clf.X_train_
         self.sobol_indices_ = clf.sobol_indices_[k] if isinstance(clf.sobol_indices_, list) else clf.sobol_indices_
@@ -113,23 +115,6 @@ class _LatentView:
 
     def _feature_names(self):
         return self._clf._feature_names()
-
-    def component(self, u, grid):
-        """Mean and std of the latent component ``u`` on transformed inputs (probit scale)."""
-        from .explain import component_posterior
-
-        mean, var = component_posterior(self.posterior_, u, grid)
-        return self._sign * mean, var.sqrt()
-
-
-def _component_on_grid(est, u, grid):
-    """Mean and std of component ``u`` on transformed inputs ``grid``, in the plotted units."""
-    from .explain import component_posterior
-
-    if isinstance(est, _LatentView):
-        return est.component(u, grid)
-    mean, var = component_posterior(est.posterior_, u, grid)
-    return mean * est.y_scale_, var.sqrt() * est.y_scale_
 
 
 def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsize_per=(4.0, 3.2),
@@ -194,10 +179,12 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
 
 def _draw_component(fig, ax, est, u, names, n_grid, level_labels):
     """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
+    from .explain import component_posterior
+
     grid, mesh = _grid_inputs(est, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
-    mean, sd = _component_on_grid(est, u, est.X_train_.new_tensor(grid))
-    mean = mean.cpu().numpy().reshape(mesh[0].shape)
-    sd = sd.cpu().numpy().reshape(mesh[0].shape)
+    mean, var = component_posterior(est.posterior_, u, est.X_train_.new_tensor(grid))
+    mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_
+    sd = np.sqrt(var.cpu().numpy()).reshape(mesh[0].shape) * abs(est.y_scale_)
 
     def labels(j):
         levels = _level_labels(est, j) if level_labels is None else level_labels(names[j], _discrete_values(est, j))

@@ -260,7 +260,7 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
             "increase `noise_lower_bound` or check the inputs for duplicates/scale."
         )
     flat.set(results[best][1])
-    if getattr(model, "profile_constant", False):  # ExactGPModel: its constant for these parameters
+    if getattr(model, "profile_constant", False):  # exact and SGPR engines: the constant of these parameters
         with torch.no_grad():
             _objective(model, X, y)
     if not results[best][2]:

@@ -18,6 +18,7 @@ in place of the training inputs (the "similar formula for sparse GP"):
 from __future__ import annotations
 
 import numpy as np
+import torch
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
@@ -156,7 +157,6 @@ class OAKClassifier(GPClassifier):
         orders = np.stack([r.by_order.cpu().numpy() for r in self.sobol_])
         self.sobol_indices_ = indices[0] if len(indices) == 1 else indices
         self.sobol_order_ = orders[0] if len(indices) == 1 else orders
-
 
     # -------------------------------------------------------- explanations
     def _problem(self, class_label) -> tuple[int, float]:
