@@ -49,6 +49,7 @@ def _reference(ref_dir: Path) -> dict:
 
 
 def _done(store: Path) -> dict:
+    """The store's records by (dataset, model, split, m); a later line (``--rerun``) replaces an earlier one."""
     if not store.is_file():
         return {}
     out = {}
@@ -155,6 +156,8 @@ def main(argv=None) -> int:
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "scale")
     parser.add_argument("--verbose", action="store_true", help="progress bars (stderr)")
     parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the store")
+    parser.add_argument("--rerun", action="store_true",
+                        help="fit runs already in the store again; the new record replaces the old in the report")
     parser.add_argument("--reference", type=Path, default=None,
                         help="folder with the OAK reference CSVs (default: $HDGP_DATA_DIR/../reference)")
     args = parser.parse_args(argv)
@@ -168,7 +171,7 @@ def main(argv=None) -> int:
         for model in args.models:
             for m in args.n_inducing:
                 for split in args.splits:
-                    if (dataset, _label(model, params), split, m) in done:
+                    if (dataset, _label(model, params), split, m) in done and not args.rerun:
                         continue
                     rec = run_one(dataset, model, split, m, args.max_iter, args.seed, args.verbose, params)
                     rec["command"] = command
