@@ -10,6 +10,8 @@ import math
 
 import numpy as np
 
+from .estimators._input_summary import input_summary
+
 __all__ = ["plot_components", "plot_truncation_curve"]
 
 
@@ -35,23 +37,20 @@ def _discrete_values(est, j):
     return np.array(two_point[j][:2]) if j in two_point else None
 
 
-def _grid_inputs(est, cols, n_grid):
+def _grid_inputs(est, summary, cols, n_grid):
     """Grid over the training range of ``cols`` (transformed space); discrete columns take every level.
 
     Other columns sit at their training mean, or their most frequent level code if
-    categorical (level codes must stay integers; the component ignores them anyway).
+    categorical (level codes must stay integers; the component ignores them anyway);
+    all read from ``summary`` (:func:`~hdgp.estimators._input_summary.input_summary`).
     """
-    Xt = est.X_train_.detach().cpu().numpy()
     axes = []
     for j in cols:
         values = _discrete_values(est, j)
         axes.append(np.arange(len(values), dtype=float) if values is not None
-                    else np.linspace(Xt[:, j].min(), Xt[:, j].max(), n_grid))
+                    else np.linspace(summary["low"][j], summary["high"][j], n_grid))
     mesh = np.meshgrid(*axes, indexing="ij")
-    rest = Xt.mean(0)
-    for j in est.levels_:
-        rest[j] = np.bincount(Xt[:, j].astype(int)).argmax()
-    grid = np.tile(rest, (mesh[0].size, 1))
+    grid = np.tile(summary["centre"], (mesh[0].size, 1))
     for j, m in zip(cols, mesh):
         grid[:, j] = m.ravel()
     return grid, mesh
@@ -98,12 +97,11 @@ class _LatentView:
     def __init__(self, clf, class_label):
         self._clf = clf  # first: __getattr__ reads it
         k, self.y_scale_ = clf._problem(class_label)
-        if not hasattr(clf, "X_train_"):
-            raise ValueError("This classifier was saved by an hdgp version that did not keep its training "
-                             "inputs, which the plots need for their ranges; refit it to plot components.")
         self.class_label = clf.classes_[1] if class_label is None else class_label
         self.posterior_ = clf.posteriors_[k]
-        self.X_train_ = clf.X_train_
+        # what the plots read of the training inputs (clf.X_train_: files saved 2026-11-24)
+        self.input_summary_ = getattr(clf, "input_summary_", None)
+        self.X_train_ = getattr(clf, "X_train_", None)
         self.sobol_indices_ = clf.sobol_indices_[k] if isinstance(clf.sobol_indices_, list) else clf.sobol_indices_
         self.components_ = [u for u in clf.sobol_[k].terms if len(u) <= 2]
 
@@ -158,6 +156,7 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         target_name = target_name or f"latent f of class {est.class_label}"
     elif class_label is not None:
         raise ValueError("class_label is for classifiers; a regressor has one latent function.")
+    summary = input_summary(est)
     terms = list(est.components_[:12]) if terms is None else [est._term(t) for t in terms]
     if any(len(u) > 2 for u in terms):
         raise ValueError("Only first- and second-order components can be plotted.")
@@ -168,7 +167,7 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     for ax, u in zip(axes.ravel(), terms):
         label = " × ".join(names[j] for j in u)
         ax.set_title(f"{label}  (Sobol {shares.get(tuple(u), float('nan')):.3f})", fontsize=9)
-        _draw_component(fig, ax, est, u, names, n_grid, level_labels)
+        _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels)
         if ax.get_ylabel() == "":  # every panel but a 2-D contour plots the effect on the target
             ax.set_ylabel(f"effect on {target_name}" if target_name else "effect")
     for ax in axes.ravel()[len(terms):]:
@@ -177,12 +176,12 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     return fig
 
 
-def _draw_component(fig, ax, est, u, names, n_grid, level_labels):
+def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
     """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
     from .explain import component_posterior
 
-    grid, mesh = _grid_inputs(est, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
-    mean, var = component_posterior(est.posterior_, u, est.X_train_.new_tensor(grid))
+    grid, mesh = _grid_inputs(est, summary, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
+    mean, var = component_posterior(est.posterior_, u, est.posterior_.alpha.new_tensor(grid))
     mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_
     sd = np.sqrt(var.cpu().numpy()).reshape(mesh[0].shape) * abs(est.y_scale_)
 
@@ -201,8 +200,8 @@ def _draw_component(fig, ax, est, u, names, n_grid, level_labels):
         ax.plot(x, mean, color="k")
         ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
         hist = ax.twinx()  # the training inputs' histogram, in the bottom third, behind the curve
-        counts, _, _ = hist.hist(_original_units(est, u[0], est.X_train_[:, u[0]].detach().cpu().numpy()),
-                                 bins=30, color="grey", alpha=0.3)
+        counts = summary["counts"][u[0]]
+        hist.stairs(counts, _original_units(est, u[0], summary["edges"][u[0]]), fill=True, color="grey", alpha=0.3)
         hist.set_ylim(0, 3 * counts.max())
         hist.set_yticks([])
         hist.set_zorder(ax.get_zorder() - 1)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import hdgp
+from hdgp.estimators._input_summary import HISTOGRAM_BINS
 from hdgp.estimators.oak import OAKRegressor
 
 
@@ -102,7 +103,10 @@ def test_dataframe_with_categorical_and_binary_columns():
     assert sorted(line.get_label() for line in age_member.lines) == ["member=0", "member=1"]
     assert age.get_ylabel() == "effect on y"
     [age_hist] = [ax for ax in fig.axes[4:] if ax.patches and ax.bbox.bounds == age.bbox.bounds]
-    assert sum(p.get_height() for p in age_hist.patches) == n  # training histogram behind the curve
+    [steps] = age_hist.patches  # training histogram behind the curve, over the training range in years
+    counts, edges, _ = steps.get_data()
+    assert counts.sum() == n and len(counts) == HISTOGRAM_BINS
+    np.testing.assert_allclose([edges[0], edges[-1]], [df["age"].min(), df["age"].max()], rtol=1e-6)
 
 
 def test_clip_inputs_holds_predictions_at_the_training_boundary(fitted):

@@ -160,3 +160,50 @@ def test_latent_components_survive_save_and_load(latent_fit, tmp_path):
     np.testing.assert_allclose(loaded.predict_component(frame.iloc[:5], ("b", "c")),
                                clf.predict_component(frame.iloc[:5], ("b", "c")))
     loaded.plot_components([("a",)]).savefig(tmp_path / "loaded.png")
+
+
+def test_input_summary_holds_ranges_typical_values_and_histograms():
+    import torch
+
+    from hdgp.estimators._input_summary import HISTOGRAM_BINS, summarize_inputs
+
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.standard_normal(500), rng.choice([0.0, 1.0, 2.0], 500, p=[0.2, 0.5, 0.3]),
+                         np.full(500, 4.0)])
+    s = summarize_inputs(torch.as_tensor(X), level_columns=[1])
+    assert s["n_rows"] == 500
+    np.testing.assert_allclose(s["low"], X.min(0))
+    np.testing.assert_allclose(s["high"], X.max(0))
+    np.testing.assert_allclose(s["centre"], [X[:, 0].mean(), 1.0, 4.0])  # level column: its most frequent code
+    assert s["counts"].shape == (3, HISTOGRAM_BINS) and s["edges"].shape == (3, HISTOGRAM_BINS + 1)
+    np.testing.assert_array_equal(s["counts"].sum(1), 500)
+    np.testing.assert_allclose(s["edges"][0, [0, -1]], [X[:, 0].min(), X[:, 0].max()])
+    np.testing.assert_allclose(np.histogram(X[:, 0], HISTOGRAM_BINS)[0], s["counts"][0])
+    np.testing.assert_allclose(s["edges"][2, [0, -1]], [3.5, 4.5])  # a constant column: a unit range around it
+
+
+def test_model_file_does_not_grow_with_the_training_rows(tmp_path):
+    """The classifier predicts from its inducing points; the plots need only a per-column summary,
+    so 20× the training rows must not mean a 20× model file (the rows are not kept)."""
+    sizes = []
+    for n in (150, 3000):
+        X, y = _data(n)
+        clf = OAKClassifier(max_order=2, n_inducing=15, max_iter=5, random_state=0).fit(X, y)
+        assert not hasattr(clf, "X_train_") and clf.input_summary_["n_rows"] == n
+        sizes.append(hdgp.save(clf, tmp_path / f"clf{n}.hdgp").stat().st_size)
+    assert sizes[1] < 1.1 * sizes[0]
+    assert hdgp.workflow.learned_quantities(clf)["n_train"] == 3000
+
+
+def test_components_of_files_that_kept_rows_or_neither(latent_fit, tmp_path):
+    """Files saved on 2026-11-24 hold the transformed rows (X_train_) instead of the summary; older
+    ones neither, and then plotting asks for a refit."""
+    clf, frame, _ = latent_fit
+    old = hdgp.load(hdgp.save(clf, tmp_path / "clf.hdgp"))
+    del old.input_summary_
+    with pytest.raises(ValueError, match="refit it to plot components"):
+        old.plot_components([("a",)])
+    old.X_train_ = clf._standardise(clf._check_X(frame), fit=False)  # the training rows, transformed
+    a_old = old.plot_components([("a",), ("d",)]).axes[0].lines[0]
+    a_new = clf.plot_components([("a",), ("d",)]).axes[0].lines[0]
+    np.testing.assert_allclose(a_old.get_ydata(), a_new.get_ydata(), atol=1e-10)

@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
 from ..presets import register_preset
+from ._input_summary import summarize_inputs
 from .classifier import GPClassifier
 from .oak import OAKRegressor
 
@@ -61,8 +62,10 @@ class OAKClassifier(GPClassifier):
         Normalised Sobol mass of each interaction order 1..R.
     encoder_ : OAKRegressor
         Unfitted-model holder of the fitted input transformation (flow, levels, measures).
-    X_train_ : torch.Tensor of shape (n_samples, n_features)
-        Transformed training inputs (grid ranges and histograms of :meth:`plot_components`).
+    input_summary_ : dict
+        Range, typical value and histogram of every transformed input column, for
+        :meth:`plot_components` (:func:`~hdgp.estimators._input_summary.summarize_inputs`;
+        the training rows themselves are not kept).
 
     Examples
     --------
@@ -147,7 +150,7 @@ class OAKClassifier(GPClassifier):
         return self.encoder_._feature_names(self.n_features_in_)
 
     def _after_fit(self, Xt: torch.Tensor) -> None:
-        self.X_train_ = Xt
+        self.input_summary_ = summarize_inputs(Xt, self.encoder_.levels_)
         names = self._feature_names()
         self.sobol_, indices = [], []
         for model, post in zip(self.models_, self.posteriors_):

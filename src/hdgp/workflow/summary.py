@@ -51,11 +51,14 @@ def _per_feature_lengthscales(est, names):
 
 def _constant_features(est, names) -> list:
     """Features with one value in every training row (known where the estimator keeps its training
-    inputs): nothing moves their length-scales, so those say nothing about relevance."""
+    inputs or their summary): nothing moves their length-scales, so those say nothing about relevance."""
     X = getattr(est, "X_train_", None)
-    if not isinstance(X, torch.Tensor) or X.dim() != 2 or X.shape[1] != len(names) or X.shape[0] < 2:
+    if isinstance(X, torch.Tensor) and X.dim() == 2 and X.shape[1] == len(names) and X.shape[0] >= 2:
+        same = (X == X[:1]).all(dim=0).cpu().numpy()
+    elif isinstance(getattr(est, "input_summary_", None), dict) and len(est.input_summary_["low"]) == len(names):
+        same = est.input_summary_["high"] <= est.input_summary_["low"]
+    else:
         return []
-    same = (X == X[:1]).all(dim=0).cpu().numpy()
     return [name for name, flag in zip(names, same) if flag]
 
 
@@ -80,6 +83,8 @@ def learned_quantities(est) -> dict:
     out: dict = {"estimator": type(est).__name__, "n_features": len(names)}
     if hasattr(est, "X_train_"):
         out["n_train"] = int(est.X_train_.shape[0])
+    elif hasattr(est, "input_summary_"):
+        out["n_train"] = est.input_summary_["n_rows"]
     if hasattr(est, "inference_"):
         out["inference"] = est.inference_
     y_scale = float(getattr(est, "y_scale_", 1.0))
