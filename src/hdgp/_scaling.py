@@ -32,6 +32,21 @@ def column_scales(X: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
     return mean, np.where(varies(std, mean), std, 1.0)
 
 
+class StandardizedInputs:
+    """Estimator mixin: inputs standardised column-wise with the training statistics.
+
+    ``_transform_inputs(X, fit=True)`` stores ``x_mean_`` and ``x_scale_``
+    (:func:`column_scales`, named by ``feature_names_in_`` when the estimator has them);
+    every call returns :math:`(X - \\bar x) / s`. Subclasses with other input handling
+    (OAK's flow and levels) override it.
+    """
+
+    def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
+        if fit:
+            self.x_mean_, self.x_scale_ = column_scales(X, getattr(self, "feature_names_in_", None))
+        return (X - self.x_mean_) / self.x_scale_
+
+
 def column_std(X: np.ndarray, names=None) -> np.ndarray:
     """Column standard deviations of ``X``, exact for tiny values too (see :func:`_finite_std`).
 

@@ -20,7 +20,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._scaling import column_scales, target_scale, varies
+from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
@@ -94,7 +94,7 @@ def resolve_device(device) -> torch.device:
     return resolved
 
 
-class BaseGPRegressor(RegressorMixin, BaseEstimator):
+class BaseGPRegressor(RegressorMixin, StandardizedInputs, BaseEstimator):
     r"""Exact GP regression :math:`y = c + f(x) + \varepsilon` with a family-specific kernel.
 
     Inputs are transformed by :meth:`_transform_inputs` (column standardisation
@@ -175,12 +175,6 @@ class BaseGPRegressor(RegressorMixin, BaseEstimator):
     def _make_kernel(self, X: torch.Tensor) -> Kernel:  # pragma: no cover - abstract
         """Return the (untrained) kernel for transformed training inputs ``X`` (n, d)."""
         raise NotImplementedError
-
-    def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
-        """Standardise columns with training mean/std (constant columns keep scale 1)."""
-        if fit:
-            self.x_mean_, self.x_scale_ = column_scales(X, getattr(self, "feature_names_in_", None))
-        return (X - self.x_mean_) / self.x_scale_
 
     # ------------------------------------------------------------- validation
     def _validate_common_params(self) -> None:

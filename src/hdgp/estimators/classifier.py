@@ -33,7 +33,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .._scaling import column_scales
+from .._scaling import StandardizedInputs
 from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
@@ -49,7 +49,7 @@ def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     return torch.special.ndtr(mean / torch.sqrt(1.0 + var))
 
 
-class GPClassifier(ClassifierMixin, BaseEstimator):
+class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
     r"""Gaussian-process classifier with a probit likelihood and sparse variational inference.
 
     Parameters
@@ -185,12 +185,6 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if not fit:
             return validate_data(self, X, reset=False, dtype=np.float64)
         return validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64)
-
-    def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
-        """Standardise columns with training mean/std (constant columns keep scale 1)."""
-        if fit:
-            self.x_mean_, self.x_scale_ = column_scales(X, getattr(self, "feature_names_in_", None))
-        return (X - self.x_mean_) / self.x_scale_
 
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(self._transform_inputs(X, fit)), **self._torch_kwargs)
