@@ -132,3 +132,18 @@ def test_auto_needs_enough_rows(tmp_path):
     FRAME.head(20).to_csv(tmp_path / "small.csv", index=False)
     result = CliRunner().invoke(main, ["fit", str(tmp_path / "small.csv"), "-t", "y", "-o", str(tmp_path / "m.hdgp")])
     assert result.exit_code == 1 and "--model auto needs at least 25 training rows" in result.output
+
+
+def test_auto_stops_at_a_parameter_value_a_candidate_rejects(tmp_path):
+    """-p n_projections=0 is the user's mistake: it must be reported, not turn DPA-GP-ARD into a
+    quietly failed candidate while another one wins."""
+    from hdgp.io import TableSchema
+
+    schema, X, y = TableSchema.infer(FRAME, "y")
+    with pytest.raises(ValueError, match=r"-p n_projections=0 is not valid for candidate DPA-GP-ARD: n_projections"):
+        select_model(X, y, schema, params={"n_projections": 0}, candidates=["Linear", "DPA-GP-ARD"])
+    FRAME.to_csv(tmp_path / "t.csv", index=False)
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "-t", "y", "-p", "noise_lower_bound=2",
+                                       "-o", str(tmp_path / "m.hdgp"), "--quiet"])
+    assert result.exit_code != 0 and "noise_lower_bound=2" in result.output
+    assert not (tmp_path / "m.hdgp").exists()

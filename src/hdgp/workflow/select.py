@@ -75,6 +75,20 @@ def _message(row: dict) -> str:
     return f"validation log density {row['val_log_density']:.4g}, RMSE {row['val_rmse']:.4g}"
 
 
+def _rejected_parameter(exc: Exception, params, accepted) -> str | None:
+    """The user-set parameter whose value ``exc`` rejects, else None.
+
+    hdgp estimators validate their constructor arguments in ``fit`` and name the
+    argument first (``"n_projections must be an integer >= 1, got 0."``), so a
+    ``ValueError``/``TypeError`` that opens with ``"<name> "`` for an overridden
+    parameter the candidate has is taken to be about that value.
+    """
+    if not isinstance(exc, (ValueError, TypeError)):
+        return None
+    message = str(exc)
+    return next((p for p in (params or {}) if p in accepted and message.startswith(f"{p} ")), None)
+
+
 def select_model(X, y, schema, *, params=None, random_state=0, progress=None, candidates=None):
     """Choose a model for ``(X, y)`` by validation log predictive density (classification: log-loss).
 
@@ -99,6 +113,13 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
         ``val_rmse`` (classification: ``val_log_loss``, lower is better, and
         ``val_accuracy``), ``fit_seconds``, ``error`` (why a candidate failed, else
         None) and ``selected``.
+
+    Raises
+    ------
+    ValueError
+        A parameter in ``params`` that no candidate has, or a value of one that a
+        candidate rejects (a candidate that fails for any other reason is reported in
+        ``comparison`` and the others go on).
     """
     from .fitting import _fit, _keep_levels_in_training, make_estimator
 
@@ -136,6 +157,9 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
             score = scores.pop("score")
             row.update(scores)
         except Exception as exc:  # a family that cannot handle this table must not stop the others
+            bad = _rejected_parameter(exc, params, _parameters(name))
+            if bad is not None:  # ... but a value the user chose is the user's error, not the family's
+                raise ValueError(f"-p {bad}={params[bad]!r} is not valid for candidate {name}: {exc}") from exc
             row["error"] = f"{type(exc).__name__}: {exc}"
         if row["error"] is None and not math.isfinite(score):
             row["error"], score = "non-finite validation score", None
