@@ -135,9 +135,11 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
         )
         iterations += int(res.nit)
         status = res.status
-        # A line search that gave up after failed evaluations (non-PD matrix, NaN gradient) restarts
-        # from the best point with a fresh quasi-Newton memory, while the budget lasts.
-        if (status != 2 or count["failed"] == failed_before[1] or not math.isfinite(best["loss"])
+        # A run that met failed evaluations (non-PD matrix, NaN gradient) restarts from the best point
+        # with a fresh quasi-Newton memory, while the budget lasts: its line search either gave up
+        # (status 2) or, pushed back onto the best point by the bowl of back_off, read the zero
+        # reduction there as convergence (status 0), which stopped an RBF-ARD fit after 2 good steps.
+        if (status == 1 or count["failed"] == failed_before[1] or not math.isfinite(best["loss"])
                 or iterations >= max_iter or count["n"] >= 2 * max_iter):
             break
         x_start = best["x"]
