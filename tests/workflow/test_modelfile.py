@@ -344,6 +344,42 @@ def test_large_exact_posterior_is_saved_without_its_factor(tmp_path, monkeypatch
     assert est.posterior_.L is not None  # saving never modifies the estimator
 
 
+@pytest.mark.parametrize("inference", ["sparse", "variational"])
+def test_inducing_point_model_file_keeps_no_training_rows(tmp_path, inference):
+    """Sparse/variational fits predict from their inducing points: the file must not grow with n,
+    and the loaded OAK model predicts, explains and plots exactly as the fitted one."""
+    from hdgp.estimators.oak import OAKRegressor
+
+    rng = np.random.default_rng(0)
+    sizes, fits = [], []
+    for n in (300, 3000):
+        frame = pd.DataFrame({"a": rng.normal(size=n), "b": rng.exponential(size=n),
+                              "c": pd.Categorical(rng.choice(["x", "y", "z"], n))})
+        y = np.sin(frame["a"]) + frame["b"] + (frame["c"] == "x") + 0.1 * rng.normal(size=n)
+        est = OAKRegressor(max_order=2, inference=inference, n_inducing=30, max_iter=15, random_state=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est.fit(frame, y)
+        assert est.X_train_.shape[0] == n  # kept in memory, as scikit-learn's GPR does
+        sizes.append(hdgp.save(est, tmp_path / f"m{n}.hdgp").stat().st_size)
+        fits.append((est, frame))
+    assert sizes[1] < 1.05 * sizes[0]
+    est, frame = fits[1]
+    back = hdgp.load(tmp_path / "m3000.hdgp")
+    assert not hasattr(back, "X_train_") and back.input_summary_["n_rows"] == 3000
+    mean, std = est.predict(frame.iloc[:40], return_std=True)
+    mean2, std2 = back.predict(frame.iloc[:40], return_std=True)
+    np.testing.assert_array_equal(mean2, mean)
+    np.testing.assert_array_equal(std2, std)
+    assert back.sobol_indices_ == est.sobol_indices_
+    assert hdgp.workflow.learned_quantities(back)["n_train"] == 3000
+    terms = [("a",), ("c",), ("a", "c")]
+    for new, old in zip(back.plot_components(terms).axes, est.plot_components(terms).axes):
+        for line, line0 in zip(new.lines, old.lines):
+            np.testing.assert_allclose(np.asarray(line.get_ydata(), float), np.asarray(line0.get_ydata(), float),
+                                       rtol=0, atol=1e-12)
+
+
 def test_a_user_prior_is_left_unchanged_and_saving_it_is_refused_clearly(tmp_path):
     """The prior used to join the model (converted to float64 in place) and be saved as a reference
     into it, which loading could not resolve: a file that could be written but never read."""

@@ -146,7 +146,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, BaseEstimator):
     posterior_ : hdgp.inference.ExactPosterior
         Cholesky factor and weights :math:`\alpha` for prediction.
     X_train_ : torch.Tensor of shape (n_samples, n_features)
-        Transformed training inputs.
+        Transformed training inputs. Model files of sparse and variational fits leave
+        them out (:mod:`hdgp.io.compact`): a loaded one has ``input_summary_`` instead.
     y_mean_, y_scale_ : float
         Target standardisation.
     x_mean_, x_scale_ : ndarray of shape (n_features,)
@@ -377,7 +378,9 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, BaseEstimator):
         if return_std and return_cov:
             raise ValueError("At most one of return_std and return_cov can be requested.")
         Xt = self._prepare_predict_inputs(X)
-        with thread_budget(self.X_train_.shape[0]):
+        # loaded inducing-point models have no X_train_ (hdgp.io.compact); they predict from m points
+        support = getattr(self, "X_train_", None)
+        with thread_budget(len(support if support is not None else self.posterior_.inducing_points)):
             mean, var = self.posterior_.predict(Xt, latent=latent, full_cov=return_cov)
         mean = mean.cpu().numpy() * self.y_scale_ + self.y_mean_
         if return_cov:

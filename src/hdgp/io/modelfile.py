@@ -45,7 +45,8 @@ to the rebuilt sub-modules, and cached
 posteriors are restored from their stored tensors, so predictions are identical. The
 Cholesky factor of an exact posterior with more than
 :data:`hdgp.io.compact.MAX_STORED_FACTOR` training rows is not stored but recomputed
-with the fit's own operations (:mod:`hdgp.io.compact`).
+with the fit's own operations, and a sparse or variational regressor is saved without its
+training rows, which it does not predict from (both in :mod:`hdgp.io.compact`).
 
 Compatibility
 -------------

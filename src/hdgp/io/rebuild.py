@@ -7,7 +7,8 @@ estimator's already restored plain attributes:
 
 - an estimator method ``_rebuild_module(attribute, index, state_dict)`` wins;
 - :class:`~hdgp.estimators.BaseGPRegressor` families (``model_``): the estimator's own
-  ``_make_kernel`` and ``_make_model`` on the stored training inputs ``X_train_``;
+  ``_make_kernel`` and ``_make_model`` on the stored training inputs ``X_train_``, or on
+  the inducing points of a sparse/variational model saved without them;
 - :class:`~hdgp.estimators.classifier.GPClassifier` (``models_[k]``): a Bernoulli
   SVGP around ``_make_kernel`` with the stored inducing points.
 """
@@ -43,8 +44,10 @@ def slot_name(attribute: str, index: int | None) -> str:
     return attribute if index is None else f"{attribute}[{index}]"
 
 
-def _rebuild_base_regressor(est) -> torch.nn.Module:
-    X = est.X_train_
+def _rebuild_base_regressor(est, state_dict) -> torch.nn.Module:
+    X = getattr(est, "X_train_", None)
+    if X is None:  # an inducing-point model saved without its training rows (hdgp.io.compact)
+        X = next(v for k, v in state_dict.items() if k.endswith("inducing_points")).to(**est._torch_kwargs)
     kernel = est._make_kernel(X)
     return est._make_model(kernel, X).to(dtype=X.dtype, device=X.device)
 
@@ -66,7 +69,7 @@ def rebuild_module(est, attribute: str, index: int | None, state_dict: dict) -> 
     from ..estimators import BaseGPRegressor
 
     if isinstance(est, BaseGPRegressor) and attribute == "model_" and index is None:
-        return _rebuild_base_regressor(est)
+        return _rebuild_base_regressor(est, state_dict)
     try:
         from ..estimators.classifier import GPClassifier
     except ImportError:  # pragma: no cover - family not installed
