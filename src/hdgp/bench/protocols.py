@@ -329,8 +329,11 @@ _RPA = Protocol(
                               spread_column="rmse_2std", spread="2std", n_repeats=20,
                               model_aliases={m: [m, f"{m} 5-sets"] for m in _RPA_PAPER_MODELS}),),
     notes=("The paper repeated 10-fold CV twice; the shared data hold one set of 10 fixed splits, so each "
-           "split runs once (seed 0; add seeds to repeat). Seed 0 on every split means every split sees the "
-           "same direction set, where the paper drew new directions per run; the '5-sets' rows fit five "
+           "split runs once per seed. The models whose fit depends on the seed (their projections: "
+           "Single-RP, RPA-GP-1, DPA-GP, RPA-GP-ARD, DPA-GP-ARD, DPA-GP-ARD-SKI) ran with seeds 0 and 1 on "
+           "every set but gas (seed 0 only), 20 runs per cell like the paper's; the other models are "
+           "deterministic (seed 0). A seed draws one direction set for all splits, where the paper drew new "
+           "directions per run; the '5-sets' rows (seed 0) fit five "
            "direction sets per split and keep the best marginal likelihood (n_direction_sets=5; no test data "
            "involved). Paper protocol: Adam lr 0.1, <= 1000 steps, "
            "smoothed-box noise prior (set on every model that accepts it). GAM, Linear and SIGP (Tan & Mukherjee; "
