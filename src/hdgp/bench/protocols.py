@@ -330,8 +330,8 @@ _RPA = Protocol(
                               model_aliases={m: [m, f"{m} 5-sets"] for m in _RPA_PAPER_MODELS}),),
     notes=("The paper repeated 10-fold CV twice; the shared data hold one set of 10 fixed splits, so each "
            "split runs once per seed. The models whose fit depends on the seed (their projections: "
-           "Single-RP, RPA-GP-1, DPA-GP, RPA-GP-ARD, DPA-GP-ARD, DPA-GP-ARD-SKI) ran with seeds 0 and 1 on "
-           "every set but gas (seed 0 only), 20 runs per cell like the paper's; the other models are "
+           "Single-RP, RPA-GP-1, DPA-GP, RPA-GP-ARD, DPA-GP-ARD, DPA-GP-ARD-SKI) ran with seeds 0 and 1, "
+           "20 runs per cell like the paper's; the other models are "
            "deterministic (seed 0). A seed draws one direction set for all splits, where the paper drew new "
            "directions per run; the '5-sets' rows (seed 0) fit five "
            "direction sets per split and keep the best marginal likelihood (n_direction_sets=5; no test data "
