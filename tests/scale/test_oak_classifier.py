@@ -3,8 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 import hdgp
+from hdgp.estimators._input_summary import HISTOGRAM_BINS, summarize_inputs
 from hdgp.estimators.oak_classifier import OAKClassifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
@@ -163,10 +165,6 @@ def test_latent_components_survive_save_and_load(latent_fit, tmp_path):
 
 
 def test_input_summary_holds_ranges_typical_values_and_histograms():
-    import torch
-
-    from hdgp.estimators._input_summary import HISTOGRAM_BINS, summarize_inputs
-
     rng = np.random.default_rng(3)
     X = np.column_stack([rng.standard_normal(500), rng.choice([0.0, 1.0, 2.0], 500, p=[0.2, 0.5, 0.3]),
                          np.full(500, 4.0)])

@@ -1,11 +1,13 @@
 """What component plots need of the training inputs, without keeping the rows.
 
-A classifier needs no training inputs to predict (its posterior lives on the
-inducing points), yet its component plots draw each feature over its training
-range, hold the other features at a typical value and show the feature's
-histogram. :func:`summarize_inputs` keeps exactly that, O(d) numbers per fit,
-where the rows themselves (``X_train_``) would make a 10⁵ × 128 model file
-~100 MB.
+Classifiers, and regressors fitted with sparse or variational inference, need no
+training inputs to predict (their posterior lives on the inducing points), yet
+component plots draw each feature over its training range, hold the other
+features at a typical value and show the feature's histogram.
+:func:`summarize_inputs` keeps exactly that, O(d) numbers per fit, where the rows
+themselves (``X_train_``) would make a 10⁵ × 128 model file ~100 MB. The
+classifiers store it at fit time; :mod:`hdgp.io.compact` writes it in place of
+the rows of an inducing-point regressor.
 """
 
 from __future__ import annotations
