@@ -78,3 +78,17 @@ def test_report_without_results_says_how_to_get_them(tiny_protocol, protocol_fil
     ResultStore(tmp_path / "empty.sqlite", writer=True).close()
     with pytest.raises(ValueError, match="No results for protocol 'tiny'.*run `hdgp bench run " + path):
         make_report(path, db=tmp_path / "empty.sqlite", out_dir=tmp_path / "out")
+
+
+def test_report_without_the_reference_folder_warns(tiny_protocol, protocol_file, tmp_path, monkeypatch):
+    from hdgp.exceptions import HDGPWarning
+
+    monkeypatch.delenv("HDGP_REFERENCE_DIR", raising=False)
+    monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
+    path = _protocol(tiny_protocol, protocol_file)
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "Linear", [0.5, 0.6])
+    with pytest.warns(HDGPWarning, match="Paper numbers not found.*no paper column"):
+        paths = make_report(path, db=db, out_dir=tmp_path / "out", plots=False)
+    assert "*Paper numbers not found" in paths["markdown"].read_text()

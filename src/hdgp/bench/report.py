@@ -175,7 +175,10 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     cmp = _in_protocol_order(cmp, dataset_order, model_order)
     lines = _header(proto, runs, results)
     if proto.references and reference.empty:
-        lines += ["*Paper numbers not found: set HDGP_REFERENCE_DIR (or HDGP_DATA_DIR beside `reference/`).*", ""]
+        missing = "Paper numbers not found: set HDGP_REFERENCE_DIR (or HDGP_DATA_DIR beside `reference/`)."
+        # a report regenerated without them loses its paper column: say so where it is run, not only in the file
+        warnings.warn(f"{missing} The report of {proto.name!r} has no paper column.", HDGPWarning, stacklevel=2)
+        lines += [f"*{missing}*", ""]
     lines += ["## Results", ""]
     for metric in proto.metrics:
         lines += _metric_table(cmp, metric, dataset_order, model_order)
