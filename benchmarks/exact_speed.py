@@ -89,7 +89,6 @@ def floor_ratio(n, d=8, repeats=5):
     rng = np.random.default_rng(0)
     X = torch.tensor(rng.standard_normal((n, d)))
     y = torch.tensor(rng.standard_normal(n))
-    est = hdgp.GPRegressor()
     model = hdgp.inference.ExactGPModel(hdgp.estimators.gp.KERNELS["rbf-ard"](X)).double()
     K = model.kernel(X).to_dense().detach() + 0.1 * torch.eye(n)
     def best(f):
@@ -104,7 +103,6 @@ def floor_ratio(n, d=8, repeats=5):
         model.zero_grad()
         model.neg_log_marginal_likelihood(X, y).backward()
     ev = best(evaluation)
-    del est
     return chol, ev, (n**3 / 3) / chol / 1e9
 
 

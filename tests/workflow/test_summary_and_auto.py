@@ -68,16 +68,54 @@ def test_tabular_model_pandas_in_pandas_out():
     assert set(tm.metadata["metrics"]) >= {"rmse", "nlpd", "coverage_50", "coverage_90", "coverage_95"}
 
 
-def test_select_model_keeps_best_validation_log_density():
+def test_select_model_keeps_best_calibrated_validation_log_density():
     X = FRAME.drop(columns="y")
     from hdgp.io import TableSchema
 
     schema, X, y = TableSchema.infer(FRAME, "y")
     name, rows = select_model(X, y, schema, params={"max_iter": 20}, candidates=["Linear", "RBF-ARD", "GAM"])
-    scores = {r["model"]: r["val_log_density"] for r in rows}
+    scores = {r["model"]: r["val_log_density_calibrated"] for r in rows}
     assert name == max(scores, key=scores.get)
     assert scores["RBF-ARD"] > scores["Linear"]  # sin(2 alpha) is not linear
     assert [r["selected"] for r in rows].count(True) == 1
+    assert all(r["val_log_density_calibrated"] >= r["val_log_density"] for r in rows)
+
+
+class _FixedPrediction:
+    """A 'fitted model' that predicts the given mean and std whatever the rows."""
+
+    def __init__(self, mean, std):
+        self.mean, self.std = mean, std
+
+    def predict(self, X, return_std=False):
+        return self.mean, self.std
+
+
+def test_the_selection_score_is_the_log_density_with_the_calibrating_variance_factor():
+    from types import SimpleNamespace
+
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=400)
+    accurate = _FixedPrediction(y + 0.1 * rng.normal(size=400), np.full(400, 0.01))  # 10x over-confident
+    vague = _FixedPrediction(np.zeros(400), np.ones(400))  # calibrated, but knows nothing
+    regression = SimpleNamespace(task="regression")
+    a, v = (select_module._score(m, None, y, regression) for m in (accurate, vague))
+    assert a["val_log_density"] < v["val_log_density"]  # raw: the vague model wins...
+    assert a["score"] > v["score"]  # ... calibrated, the accurate one
+    r = np.mean(((y - accurate.mean) / accurate.std) ** 2)
+    assert a["val_variance_ratio"] == pytest.approx(r) and 80 < r < 125
+    direct = norm.logpdf(y, accurate.mean, np.sqrt(r) * accurate.std).mean()
+    assert a["score"] == a["val_log_density_calibrated"] == pytest.approx(direct, rel=1e-12)
+
+
+def test_auto_keeps_the_winners_variance_factor(monkeypatch):
+    monkeypatch.setattr(select_module, "candidate_models", lambda n: ["Linear", "GAM"])
+    tm = fit_table(FRAME, "y", model="auto", params={"max_iter": 20})
+    chosen = next(r for r in tm.metadata["selection"] if r["selected"])
+    assert tm.estimator.variance_scale_ == pytest.approx(chosen["val_variance_ratio"])
+    assert tm.estimator.variance_scale_ != 1.0
 
 
 def test_candidates_depend_on_size():

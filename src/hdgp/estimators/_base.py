@@ -25,6 +25,7 @@ from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
+from ._variance_scale import VarianceScaling
 
 __all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "resolve_dtype", "resolve_device"]
 
@@ -94,7 +95,7 @@ def resolve_device(device) -> torch.device:
     return resolved
 
 
-class BaseGPRegressor(RegressorMixin, StandardizedInputs, BaseEstimator):
+class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseEstimator):
     r"""Exact GP regression :math:`y = c + f(x) + \varepsilon` with a family-specific kernel.
 
     Inputs are transformed by :meth:`_transform_inputs` (column standardisation
@@ -154,6 +155,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, BaseEstimator):
         Input standardisation (scale 1 for constant columns).
     log_marginal_likelihood_value_ : float
         :math:`\log p(y \mid X, \hat\theta)` of the standardised target at the optimum.
+    variance_scale_ : float
+        Factor on every predictive variance (1 unless set by :meth:`scale_variance`).
     fit_result_ : hdgp.training.FitResult
         Optimiser diagnostics.
     init_result_ : hdgp.training.FitResult or None
@@ -283,7 +286,11 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, BaseEstimator):
         self.X_train_ = Xt
         self.posterior_ = model.posterior(Xt, yt)
         self.log_marginal_likelihood_value_ = -float(model.neg_log_marginal_likelihood(Xt, yt))
+        self.variance_scale_ = 1.0
         return self
+
+    def _apply_variance_scale(self) -> None:
+        self.posterior_.variance_scale = self.variance_scale_
 
     def _n_candidates(self) -> int:
         """Candidate models one ``fit`` trains (e.g. direction sets); the lowest objective is kept."""

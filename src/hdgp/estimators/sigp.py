@@ -55,6 +55,7 @@ from ..sigp.model import fit_grid
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
 from ._base import _is_int, sample_gaussian
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
+from ._variance_scale import VarianceScaling
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
 
@@ -306,7 +307,7 @@ class _SIGPBase(BaseEstimator):
         return self.model_.predict(self._standardise(X, fit=False), **options)
 
 
-class SIGPRegressor(RegressorMixin, _SIGPBase):
+class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
     r"""Subspace-induced Gaussian-process regression (Tan & Mukherjee).
 
     Parameters

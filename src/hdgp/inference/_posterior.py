@@ -21,7 +21,15 @@ _PREDICT_BLOCK = 4096
 
 
 class GaussianPosterior:
-    """Mixin of the posterior dataclasses: needs ``kernel``, ``X``, ``alpha``, ``constant``, ``noise``."""
+    """Mixin of the posterior dataclasses: needs ``kernel``, ``X``, ``alpha``, ``constant``, ``noise``.
+
+    ``variance_scale`` multiplies every variance the posterior returns (of :math:`f`, of
+    each summand and of the noise), as if kernel and noise were scaled together; the
+    means do not change. It is 1 unless a calibration sets it
+    (:meth:`hdgp.estimators.BaseGPRegressor.scale_variance`).
+    """
+
+    variance_scale = 1.0
 
     def summand(self, cross: torch.Tensor, prior: torch.Tensor, *, full_cov: bool = False):
         """Posterior mean and variance of a summand of :math:`f` (see the subclasses)."""
@@ -46,7 +54,7 @@ class GaussianPosterior:
         if full_cov:
             mean, cov = self.summand(self.kernel(Xs, self.X).to_dense(), self.kernel(Xs).to_dense(), full_cov=True)
             if not latent:
-                cov.diagonal().add_(self.noise)
+                cov.diagonal().add_(self.noise * self.variance_scale)
             return self.constant + mean, cov
         means, variances = [], []
         for start in range(0, Xs.shape[0], _PREDICT_BLOCK):
@@ -56,5 +64,5 @@ class GaussianPosterior:
             variances.append(var)
         var = torch.cat(variances)
         if not latent:
-            var = var + self.noise
+            var = var + self.noise * self.variance_scale
         return self.constant + torch.cat(means), var

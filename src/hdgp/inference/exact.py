@@ -215,8 +215,9 @@ class ExactPosterior(GaussianPosterior):
         mean : torch.Tensor of shape (t,)
             Without the constant mean.
         var : torch.Tensor of shape (t,) (clamped at 0), or (t, t) when ``full_cov``
+            Times ``variance_scale``.
         """
         V = torch.linalg.solve_triangular(self.L, cross.T, upper=False)
         if full_cov:
-            return cross @ self.alpha, prior - V.T @ V
-        return cross @ self.alpha, (prior - V.square().sum(0)).clamp_min(0.0)
+            return cross @ self.alpha, (prior - V.T @ V) * self.variance_scale
+        return cross @ self.alpha, (prior - V.square().sum(0)).clamp_min(0.0) * self.variance_scale

@@ -206,9 +206,10 @@ class InducingPosterior(GaussianPosterior):
         mean : torch.Tensor of shape (t,)
             Without the constant mean.
         var : torch.Tensor of shape (t,) (clamped at 0), or (t, t) when ``full_cov``
+            Times ``variance_scale``.
         """
         T = torch.linalg.solve_triangular(self.L_uu, cross.T, upper=False)
         MT = self.var_factor @ T
         if full_cov:
-            return cross @ self.alpha, prior - T.T @ T + MT.T @ MT
-        return cross @ self.alpha, (prior - T.square().sum(0) + MT.square().sum(0)).clamp_min(0.0)
+            return cross @ self.alpha, (prior - T.T @ T + MT.T @ MT) * self.variance_scale
+        return cross @ self.alpha, (prior - T.square().sum(0) + MT.square().sum(0)).clamp_min(0.0) * self.variance_scale

@@ -561,6 +561,8 @@ class SKIPosterior:
     L_A: torch.Tensor
     constant: torch.Tensor
     noise: torch.Tensor
+    #: Factor on every returned variance (see :class:`hdgp.inference._posterior.GaussianPosterior`).
+    variance_scale = 1.0
 
     @torch.no_grad()
     def predict(self, Xs: torch.Tensor, *, latent: bool = False, full_cov: bool = False):
@@ -579,6 +581,7 @@ class SKIPosterior:
         -------
         mean : torch.Tensor of shape (t,)
         var : torch.Tensor of shape (t,) or (t, t) when ``full_cov``
+            Times ``variance_scale``.
         """
         z = self.kernel.base_kernel.project(Xs).T  # (J, t)
         J, m, _ = self.mean_cache.shape
@@ -601,7 +604,7 @@ class SKIPosterior:
             cov = self.kernel(Xs).to_dense() - phi @ phi.T + self.noise * V.T @ V
             if not latent:
                 cov.diagonal().add_(self.noise)
-            return mean, cov
+            return mean, cov * self.variance_scale
         var = self.kernel(Xs, diag=True) - phi.square().sum(-1) + self.noise * V.square().sum(0)
         var = var.clamp_min(0.0)
-        return mean, var if latent else var + self.noise
+        return mean, (var if latent else var + self.noise) * self.variance_scale

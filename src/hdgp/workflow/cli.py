@@ -126,8 +126,9 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     --model auto fits the candidates suited to the data size (n ≤ 3000: OAK,
     DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
     beyond: DPA-GP-ARD, SGPR-RBF-ARD) on 80 % of the training rows, keeps the one
-    with the best mean log predictive density on the other 20 % and refits it on
-    all training rows.
+    with the best mean log predictive density on the other 20 % once its
+    predictive variances are calibrated there (one factor: the mean squared
+    standardised error), refits it on all training rows and keeps its factor.
 
     Classification (--task auto picks it for a text, true/false or two-valued
     target): the held-out share is stratified by class (at least one row of every
@@ -195,14 +196,16 @@ def _echo_selection(rows, task: str) -> None:
         click.echo(f"  {'model':<16}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}")
         cells = [(cell(r["val_log_loss"], ".4g"), cell(r["val_accuracy"], ".3f")) for r in rows]
     else:
-        click.echo("\nModel comparison (validation split of the training rows; higher log density is better):")
-        click.echo(f"  {'model':<14}{'log density':>12}{'RMSE':>11}{'fit (s)':>9}")
-        cells = [(cell(r["val_log_density"], ".4g"), cell(r["val_rmse"], ".4g")) for r in rows]
-    width = (16, 10, 10) if task == "classification" else (14, 12, 11)
-    for r, (a, b) in zip(rows, cells):
+        click.echo("\nModel comparison (validation split of the training rows; higher calibrated log density "
+                   "is better):")
+        click.echo(f"  {'model':<14}{'log density':>12}{'calibrated':>12}{'variance ×':>12}{'RMSE':>11}{'fit (s)':>9}")
+        cells = [(cell(r["val_log_density"], ".4g"), cell(r["val_log_density_calibrated"], ".4g"),
+                  cell(r["val_variance_ratio"], ".3g"), cell(r["val_rmse"], ".4g")) for r in rows]
+    width = (16, 10, 10) if task == "classification" else (14, 12, 12, 12, 11)
+    for r, values in zip(rows, cells):
         mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
-        sec = cell(r["fit_seconds"], ".1f")
-        click.echo(f"  {r['model']:<{width[0]}}{a:>{width[1]}}{b:>{width[2]}}{sec:>9}{mark}")
+        columns = "".join(f"{v:>{w}}" for v, w in zip(values, width[1:]))
+        click.echo(f"  {r['model']:<{width[0]}}{columns}{cell(r['fit_seconds'], '.1f'):>9}{mark}")
 
 
 # -------------------------------------------------------------------- predict

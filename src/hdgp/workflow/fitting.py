@@ -171,8 +171,9 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
         or :func:`hdgp.workflow.classification.classifier_candidates` and keep the one
-        with the best validation log predictive density / log-loss
-        (:func:`hdgp.workflow.select.select_model`). On a classification target
+        with the best calibrated validation log predictive density / log-loss
+        (:func:`hdgp.workflow.select.select_model`); a regressor's predictive variances
+        get its validation calibration factor. On a classification target
         ``oak``, ``rbf-ard`` and ``sigp`` mean OAK-classifier, GP-classifier and
         SIGP-classifier; regression-only models are refused.
     categorical, drop, drop_missing
@@ -237,6 +238,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     seconds, caught = _fit(est, schema.encode(X_train), y_train)
     progress(f"fitted {name} in {seconds:.1f} s")
+    if selection is not None and schema.task != "classification":
+        factor = next(r for r in selection if r["selected"])["val_variance_ratio"]
+        est.scale_variance(factor)
+        progress(f"predictive variance × {factor:.3g} (its calibration on the validation rows)")
     meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
             "selection": selection,
             "random_state": random_state, "test_size": test_size,

@@ -191,15 +191,19 @@ def _sections(tm, top: int, images: dict) -> list[str]:
     # selection
     if meta.get("selection"):
         classify = tm.task == "classification"
-        keys = ("val_log_loss", "val_accuracy") if classify else ("val_log_density", "val_rmse")
+        keys = (("val_log_loss", "val_accuracy") if classify else
+                ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
         header = (["validation log-loss", "validation accuracy"] if classify
-                  else ["validation log density", "validation RMSE"])
+                  else ["validation log density", "calibrated", "variance factor", "validation RMSE"])
         parts.append("<h2 id='selection'>Model choice (--model auto)</h2>")
         parts.append("<p class='note'>Each candidate was fitted on 80 % of the training rows and scored by its "
                      + ("log-loss on the other 20 % (lower is better)" if classify else
-                        "mean log predictive density on the other 20 % (higher is better)")
-                     + "; the best was refitted on all training rows.</p>")
-        rows = [[r["model"] + (" ✔" if r.get("selected") else ""), _fmt(r[keys[0]]), _fmt(r[keys[1]]),
+                        "mean log predictive density on the other 20 % once its predictive variances were "
+                        "multiplied by the factor that calibrates them there (higher is better)")
+                     + "; the best was refitted on all training rows"
+                     + ("" if classify else ", keeping its factor") + ".</p>")
+        # files written before the calibration have no calibrated columns
+        rows = [[r["model"] + (" ✔" if r.get("selected") else ""), *(_fmt(r.get(k)) for k in keys),
                  _fmt(r["fit_seconds"], 3), r["error"] or ""] for r in meta["selection"]]
         parts.append(_table(["model", *header, "fit (s)", "error"], rows, "selection"))
     # learned quantities

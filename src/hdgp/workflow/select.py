@@ -8,11 +8,19 @@ Rule (documented in ``hdgp fit --help``):
    n > 20000: DPA-GP-ARD (SKI, linear in n), SGPR-RBF-ARD.
 2. The training rows are split once more (80 / 20, seeded): every candidate is fitted
    on the 80 % and scored by its mean log predictive density on the 20 %
-   (:math:`\\frac1m\\sum \\log p(y_i \\mid x_i)`, i.e. minus the validation NLPD).
-   This rewards accurate means *and* calibrated uncertainty and, unlike the
-   training marginal likelihood, is comparable across families (SIGP has none).
-3. The winner is refitted on all training rows; the held-out test rows are never
-   used for the choice.
+   (:math:`\\frac1m\\sum \\log p(y_i \\mid x_i)`, i.e. minus the validation NLPD)
+   after one calibration factor on its predictive variances: :math:`r`, the mean of
+   :math:`z_i^2 = (y_i - \\mu_i)^2 / \\sigma_i^2` there, the factor that maximises that
+   density (it rises by :math:`(r - 1 - \\log r)/2`). The score rewards accurate means
+   and well-shaped uncertainty and, unlike the training marginal likelihood, is
+   comparable across families (SIGP has none). Without the factor an accurate but
+   over-confident fit loses to an uninformative one: *ad hoc*, 200 features and 192
+   rows, RBF-ARD had validation RMSE 0.198 (SIGP 1.17, the target's std 1.2) but log
+   density -5.5 (SIGP -1.6), since maximum likelihood spent the irrelevant features on
+   interpolating the noise; calibrated, 0.27 (and it won).
+3. The winner is refitted on all training rows and its predictive variances are
+   multiplied by its validation factor (``scale_variance``); the held-out test rows
+   are never used for the choice.
 
 Classification targets (``schema.task == "classification"``) follow the same rule
 with the candidates of :func:`hdgp.workflow.classification.classifier_candidates`
@@ -55,8 +63,12 @@ def _score(est, X, y, schema) -> dict:
     if schema.task == "classification":
         scores, _ = evaluate_classifier(est, X, y, len(schema.classes))
         return {"score": -scores["log_loss"], "val_log_loss": scores["log_loss"], "val_accuracy": scores["accuracy"]}
-    scores, _, _ = evaluate(est, X, y)
-    return {"score": -scores["nlpd"], "val_log_density": -scores["nlpd"], "val_rmse": scores["rmse"]}
+    scores, mean, std = evaluate(est, X, y)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        ratio = float(np.mean(((np.asarray(y, float) - mean) / std) ** 2))
+        calibrated = -scores["nlpd"] + 0.5 * (ratio - 1.0 - np.log(ratio))
+    return {"score": float(calibrated), "val_log_density": -scores["nlpd"],
+            "val_log_density_calibrated": float(calibrated), "val_variance_ratio": ratio, "val_rmse": scores["rmse"]}
 
 
 def _parameters(name: str) -> set:
@@ -72,7 +84,8 @@ def _message(row: dict) -> str:
         return f"failed ({row['error']})"
     if "val_log_loss" in row:
         return f"validation log-loss {row['val_log_loss']:.4g}, accuracy {row['val_accuracy']:.3f}"
-    return f"validation log density {row['val_log_density']:.4g}, RMSE {row['val_rmse']:.4g}"
+    return (f"validation log density {row['val_log_density']:.4g} (calibrated {row['val_log_density_calibrated']:.4g}, "
+            f"variance × {row['val_variance_ratio']:.3g}), RMSE {row['val_rmse']:.4g}")
 
 
 def _rejected_parameter(exc: Exception, params, accepted) -> str | None:
@@ -90,7 +103,7 @@ def _rejected_parameter(exc: Exception, params, accepted) -> str | None:
 
 
 def select_model(X, y, schema, *, params=None, random_state=0, progress=None, candidates=None):
-    """Choose a model for ``(X, y)`` by validation log predictive density (classification: log-loss).
+    """Choose a model for ``(X, y)`` by calibrated validation log predictive density (classification: log-loss).
 
     Parameters
     ----------
@@ -109,10 +122,11 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     name : str
         The winning preset.
     comparison : list of dict
-        Per candidate: ``model``, ``val_log_density`` (mean, higher is better) and
-        ``val_rmse`` (classification: ``val_log_loss``, lower is better, and
-        ``val_accuracy``), ``fit_seconds``, ``error`` (why a candidate failed, else
-        None) and ``selected``.
+        Per candidate: ``model``, ``val_log_density`` (mean, higher is better),
+        ``val_log_density_calibrated`` (the score: the same after the variance factor
+        ``val_variance_ratio``) and ``val_rmse`` (classification: ``val_log_loss``, lower
+        is better, and ``val_accuracy``), ``fit_seconds``, ``error`` (why a candidate
+        failed, else None) and ``selected``.
 
     Raises
     ------
@@ -144,7 +158,8 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     fit_idx, val_idx = train_test_split(np.arange(n), test_size=VALIDATION_FRACTION, random_state=random_state,
                                         stratify=stratify)
     fit_idx, val_idx, _ = _keep_levels_in_training(schema, X, fit_idx, val_idx)
-    keys = ("val_log_loss", "val_accuracy") if classify else ("val_log_density", "val_rmse")
+    keys = (("val_log_loss", "val_accuracy") if classify else
+            ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
     rows = []
     for i, name in enumerate(candidates, 1):
         progress(f"[auto {i}/{len(candidates)}] fitting {name} on {len(fit_idx)} rows, validating on {len(val_idx)}")
