@@ -9,7 +9,7 @@ import torch
 
 import hdgp
 from hdgp.estimators._input_summary import HISTOGRAM_BINS
-from hdgp.estimators.oak import OAKRegressor
+from hdgp.estimators.oak import SMOOTH_START_LENGTHSCALE, SMOOTH_START_MIN_FEATURES, OAKRegressor
 
 
 def fanova_data(n=300, seed=0):
@@ -194,6 +194,22 @@ def test_many_features_warn_about_cost_and_finish():
     # per-order totals stay exact even though only orders <= 2 were enumerated term by term
     assert est.sobol_order_.shape == (6,) and est.sobol_order_.sum() == pytest.approx(1.0)
     assert max(len(t) for t in est.sobol_indices_) == 2
+
+
+@pytest.mark.parametrize("d", [SMOOTH_START_MIN_FEATURES - 1, SMOOTH_START_MIN_FEATURES])
+def test_many_continuous_features_also_start_smooth_and_keep_the_better_fit(d):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(40, d))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
+    est = OAKRegressor(max_order=2, max_iter=8, flow=False).fit(X, y)
+    starts = ["authors", "smooth"] if d >= SMOOTH_START_MIN_FEATURES else ["authors"]
+    assert list(est.start_losses_) == starts
+    assert est.fit_result_.loss == min(est.start_losses_.values())
+    X_t = torch.as_tensor(X, dtype=torch.float64)
+    est._candidate_ = 1
+    assert float(est._make_kernel(X_t).base_kernel.lengthscale.detach().min()) == SMOOTH_START_LENGTHSCALE
+    est._candidate_ = 0
+    assert float(est._make_kernel(X_t).base_kernel.lengthscale.detach().max()) == 1.0
 
 
 def test_auto_two_valued_column_matches_binary_kernel_and_accepts_unseen_values():
