@@ -1,6 +1,7 @@
 """Summaries/repr of fitted estimators, pandas in → pandas out, and `--model auto` selection."""
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -110,12 +111,17 @@ def test_the_selection_score_is_the_log_density_with_the_calibrating_variance_fa
     assert a["score"] == a["val_log_density_calibrated"] == pytest.approx(direct, rel=1e-12)
 
 
-def test_auto_keeps_the_winners_variance_factor(monkeypatch):
+def test_auto_refits_the_winner_from_both_starts_and_keeps_its_variance_factor(monkeypatch):
     monkeypatch.setattr(select_module, "candidate_models", lambda n: ["Linear", "GAM"])
-    tm = fit_table(FRAME, "y", model="auto", params={"max_iter": 20})
+    messages = []
+    tm = fit_table(FRAME, "y", model="auto", params={"max_iter": 20}, progress=messages.append)
     chosen = next(r for r in tm.metadata["selection"] if r["selected"])
     assert tm.estimator.variance_scale_ == pytest.approx(chosen["val_variance_ratio"])
     assert tm.estimator.variance_scale_ != 1.0
+    refit = next(m for m in messages if m.startswith("refitted from the validated fit too"))
+    warm, fresh = (float(v) for v in re.findall(r"objective (\S+) per row \(fresh start (\S+)\)", refit)[0])
+    assert tm.estimator.fit_result_.loss == pytest.approx(min(warm, fresh), rel=1e-3)
+    assert tm.estimator.get_params()["warm_start"] is False
 
 
 def test_candidates_depend_on_size():

@@ -55,6 +55,7 @@ COMMON_PARAMS = dict(
     optimizer="lbfgs",
     max_iter=None,
     n_restarts=0,
+    warm_start=False,
     random_state=None,
     device=None,
     dtype="float64",
@@ -128,6 +129,13 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         Optimiser iteration cap (None: 500 for L-BFGS, 1000 for Adam).
     n_restarts : int, default=0
         Additional random restarts of the optimiser (seeded by ``random_state``).
+    warm_start : bool, default=False
+        Start the next ``fit`` from the hyper-parameters of the previous one (every
+        parameter whose name and shape match; data-dependent buffers such as OAK's
+        measures are recomputed) instead of the generic start(s), with the same
+        candidate (direction set, OAK start) that won before; as scikit-learn's
+        ``warm_start``. ``hdgp fit --model auto`` refits its winner this way, so the
+        refit on all training rows starts where the validated fit ended.
     random_state : int, RandomState or None
         Seed for every random choice of the fit (restarts, projections, ...).
     device : None or str
@@ -162,8 +170,11 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
     init_result_ : hdgp.training.FitResult or None
         Diagnostics of the exact subset fit that initialised a sparse or variational
         fit (None when there was none).
-    start_ : {"generic", "subset"}
-        Starting point of the kept optimum (see ``inference``).
+    best_candidate_ : int
+        Index of the kept candidate (direction set of a projected model, OAK's start);
+        a warm start trains that one only.
+    start_ : {"generic", "subset", "warm"}
+        Starting point of the kept optimum (see ``inference`` and ``warm_start``).
     n_iter_ : int
         Objective evaluations used by the optimiser (all restarts).
     n_features_in_ : int
@@ -191,6 +202,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
             raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}.")
         if self.max_iter is not None and (not _is_int(self.max_iter) or self.max_iter < 1):
             raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
+        if not isinstance(self.warm_start, (bool, np.bool_)):
+            raise ValueError(f"warm_start must be True or False, got {self.warm_start!r}.")
         if not _is_int(self.n_restarts) or self.n_restarts < 0:
             raise ValueError(f"n_restarts must be a non-negative integer, got {self.n_restarts!r}.")
         if not (self.noise_prior is None or self.noise_prior == "smoothed-box" or isinstance(self.noise_prior, Prior)):
@@ -267,16 +280,25 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         self.y_scale_ = y_std if varies(y_std, self.y_mean_) else 1.0
         Xt = self._to_tensor(self._transform_inputs(X, fit=True))
         yt = self._to_tensor((y - self.y_mean_) / self.y_scale_)
-        rng = check_random_state(self.random_state)
-        self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
+        previous = getattr(self, "model_", None) if self.warm_start else None
+        previous_engine = getattr(self, "inference_", None)
         self.inference_ = self._resolve_inference(Xt.shape[0])
+        if previous_engine != self.inference_:
+            previous = None  # another engine (e.g. n crossed the exact/sparse line): nothing to start from
+        if previous is None:  # (a warm start keeps the seed, hence e.g. the same projections)
+            rng = check_random_state(self.random_state)
+            self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
         fits = []
-        for candidate in range(self._n_candidates()):
+        # a warm start repeats the candidate that won before (its direction set, its OAK start)
+        candidates = list(range(self._n_candidates())) if previous is None else [getattr(self, "best_candidate_", 0)]
+        for candidate in candidates:
             self._candidate_ = candidate
-            fits.append(self._fit_candidate(Xt, yt))
-        model, result, self.init_result_, self.start_ = min(fits, key=lambda fit: fit[1].loss)
+            fits.append(self._fit_candidate(Xt, yt, previous))
+        best = min(range(len(fits)), key=lambda i: fits[i][1].loss)
+        self.best_candidate_ = candidates[best]
+        model, result, self.init_result_, self.start_ = fits[best]
         self.fit_result_ = _pooled(result, [fit[1] for fit in fits])
-        self._record_candidates(model, [fit[1].loss for fit in fits])
+        self._record_candidates(model, {c: fit[1].loss for c, fit in zip(candidates, fits)})
         self.n_iter_ = self.fit_result_.n_evaluations
         model.eval()
         for p in model.parameters():
@@ -296,16 +318,21 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         """Candidate models one ``fit`` trains (e.g. direction sets); the lowest objective is kept."""
         return 1
 
-    def _record_candidates(self, model, losses: list) -> None:
-        """Set fitted attributes that depend on which candidate ``model`` won (hook)."""
+    def _record_candidates(self, model, losses: dict) -> None:
+        """Set fitted attributes that depend on which candidate ``model`` won (hook);
+        ``losses`` maps each candidate trained in this fit to its final objective."""
 
-    def _fit_candidate(self, Xt: torch.Tensor, yt: torch.Tensor):
+    def _fit_candidate(self, Xt: torch.Tensor, yt: torch.Tensor, previous=None):
         """Build and train one candidate: ``(model, fit_result, init_result, start)``.
 
         Sparse fits are trained from the exact subset fit and from the generic
-        start, keeping the better objective (see ``inference``).
+        start, keeping the better objective (see ``inference``); with a ``previous``
+        model (``warm_start``), from its parameters only.
         """
         model = self._build_model(Xt)
+        if previous is not None:
+            _copy_matching_parameters(previous, model)
+            return model, self._train(model, Xt, yt), None, "warm"
         init_result, start = None, "generic"
         if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
             init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
@@ -434,6 +461,15 @@ def sample_gaussian(mean: np.ndarray, cov: np.ndarray, n_samples: int, random_st
 def _is_int(value) -> bool:
     """An integer, not a bool (``True`` is an ``Integral`` to Python, never a count to a user)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+@torch.no_grad()
+def _copy_matching_parameters(source: torch.nn.Module, target: torch.nn.Module) -> None:
+    """Copy into ``target`` every parameter of ``source`` with the same name and shape."""
+    values = dict(source.named_parameters())
+    for name, p in target.named_parameters():
+        if name in values and values[name].shape == p.shape:
+            p.copy_(values[name].to(p))
 
 
 def _pooled(best: FitResult, results: list) -> FitResult:

@@ -52,7 +52,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
     inference : {"auto", "exact", "sparse", "variational"}, default="auto"
         See :class:`~hdgp.estimators._base.BaseGPRegressor`. SKI (``"ski"``) exists only for
         projected models (:class:`~hdgp.estimators.projected.ProjectedAdditiveGPRegressor`).
-    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
+    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Attributes
@@ -76,7 +76,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
 
     def __init__(self, max_order=None, *, inference="auto", n_inducing=512,
                  noise_lower_bound=COMMON_PARAMS["noise_lower_bound"], noise_prior=None,
-                 optimizer="lbfgs", max_iter=None, n_restarts=0, random_state=None, device=None,
+                 optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False, random_state=None, device=None,
                  dtype="float64", verbose=False):
         self.max_order = max_order
         self.inference = inference
@@ -86,6 +86,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
         self.optimizer = optimizer
         self.max_iter = max_iter
         self.n_restarts = n_restarts
+        self.warm_start = warm_start
         self.random_state = random_state
         self.device = device
         self.dtype = dtype

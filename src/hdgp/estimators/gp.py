@@ -60,7 +60,7 @@ class GPRegressor(BaseGPRegressor):
         ``"imq-ard"`` (σ² (1 + ‖(x−x')/ℓ‖²)^(−½)), ``"gam"`` (σ² Σ_i exp(−(x_i−x'_i)²/2ℓ_i²)),
         ``"linear"`` (v·xᵀx', Bayesian linear regression), or any GPyTorch kernel
         on the standardised inputs (copied into ``kernel_``, never modified).
-    inference, n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
+    inference, n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Examples
@@ -79,7 +79,7 @@ class GPRegressor(BaseGPRegressor):
     """
 
     def __init__(self, kernel="rbf-ard", *, inference="auto", n_inducing=512, noise_lower_bound=1e-4,
-                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0,
+                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False,
                  random_state=None, device=None, dtype="float64", verbose=False):
         self.kernel = kernel
         self.inference = inference
@@ -89,6 +89,7 @@ class GPRegressor(BaseGPRegressor):
         self.optimizer = optimizer
         self.max_iter = max_iter
         self.n_restarts = n_restarts
+        self.warm_start = warm_start
         self.random_state = random_state
         self.device = device
         self.dtype = dtype

@@ -134,7 +134,7 @@ class OAKRegressor(BaseGPRegressor):
         component variances use the whole :math:`q(f(Z))`
         (:func:`hdgp.explain.component_posterior`). Inducing points start at k-means
         centres whose binary and categorical columns take observed level codes.
-    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
+    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Attributes
@@ -182,7 +182,7 @@ class OAKRegressor(BaseGPRegressor):
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
                  inference="auto", n_inducing=512, noise_lower_bound=COMMON_PARAMS["noise_lower_bound"],
-                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0,
+                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False,
                  random_state=None, device=None, dtype="float64", verbose=False):
         self.max_order = max_order
         self.measure = measure
@@ -202,6 +202,7 @@ class OAKRegressor(BaseGPRegressor):
         self.optimizer = optimizer
         self.max_iter = max_iter
         self.n_restarts = n_restarts
+        self.warm_start = warm_start
         self.random_state = random_state
         self.device = device
         self.dtype = dtype
@@ -409,8 +410,8 @@ class OAKRegressor(BaseGPRegressor):
         many = len(self.continuous_features_) >= SMOOTH_START_MIN_FEATURES
         return 2 if many and self.inference_ == "exact" else 1
 
-    def _record_candidates(self, model, losses: list) -> None:
-        self.start_losses_ = dict(zip(("authors", "smooth"), losses))
+    def _record_candidates(self, model, losses: dict) -> None:
+        self.start_losses_ = {("authors", "smooth")[c]: loss for c, loss in losses.items()}
 
     def _discrete_columns(self) -> tuple:
         """Every binary and categorical column: the constrained categorical kernel reads

@@ -75,7 +75,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         linear in n). ``"auto"``: exact up to
         :data:`~hdgp.estimators._base.AUTO_EXACT_MAX_N` rows, SKI beyond when the
         projections are 1-D. The choice is stored in ``inference_``.
-    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, random_state, device, dtype, verbose
+    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`. ``random_state`` also
         seeds the directions.
 
@@ -110,7 +110,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
 
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
                  grid_size=512, ski_options=None, inference="auto", n_inducing=512, noise_lower_bound=1e-4,
-                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, random_state=None,
+                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False, random_state=None,
                  device=None, dtype="float64", verbose=False):
         self.n_projections = n_projections
         self.degree = degree
@@ -126,6 +126,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         self.optimizer = optimizer
         self.max_iter = max_iter
         self.n_restarts = n_restarts
+        self.warm_start = warm_start
         self.random_state = random_state
         self.device = device
         self.dtype = dtype
@@ -175,11 +176,11 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
             return self._fit_seed_
         return int(np.random.SeedSequence([self._fit_seed_, self._candidate_]).generate_state(1)[0])
 
-    def _record_candidates(self, model, losses: list) -> None:
+    def _record_candidates(self, model, losses: dict) -> None:
         projected = model.kernel.base_kernel
         self.projections_, self.degrees_ = projected.projections, projected.degrees
         self.min_pairwise_angle_ = min_pairwise_angle(projected.projections)
-        self.direction_set_losses_ = losses
+        self.direction_set_losses_ = list(losses.values())
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         d = X.shape[-1]

@@ -128,7 +128,9 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     beyond: DPA-GP-ARD, SGPR-RBF-ARD) on 80 % of the training rows, keeps the one
     with the best mean log predictive density on the other 20 % once its
     predictive variances are calibrated there (one factor: the mean squared
-    standardised error), refits it on all training rows and keeps its factor.
+    standardised error), refits it on all training rows (also from where its
+    validated fit ended, keeping the better training objective) and keeps its
+    factor.
 
     Classification (--task auto picks it for a text, true/false or two-valued
     target): the held-out share is stratified by class (at least one row of every

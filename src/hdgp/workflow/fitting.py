@@ -172,8 +172,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
         or :func:`hdgp.workflow.classification.classifier_candidates` and keep the one
         with the best calibrated validation log predictive density / log-loss
-        (:func:`hdgp.workflow.select.select_model`); a regressor's predictive variances
-        get its validation calibration factor. On a classification target
+        (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
+        (from its generic start and, for hdgp's GP regressors, also from its validated
+        fit, keeping the better training objective) and give a regressor's predictive
+        variances its validation calibration factor. On a classification target
         ``oak``, ``rbf-ard`` and ``sigp`` mean OAK-classifier, GP-classifier and
         SIGP-classifier; regression-only models are refused.
     categorical, drop, drop_missing
@@ -227,16 +229,18 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         progress(f"{moved} held-out row(s) with a category absent from the training rows moved to training "
                  "(the model has to know every level)")
     X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
-    selection = None
+    selection = winner = None
     if name is None:
-        from .select import select_model
+        from .select import _select
 
-        name, selection = select_model(X_train, y_train, schema, params=params, random_state=random_state,
-                                       progress=progress)
+        name, selection, winner = _select(X_train, y_train, schema, params=params, random_state=random_state,
+                                          progress=progress, candidates=None)
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     seconds, caught = _fit(est, schema.encode(X_train), y_train)
+    if winner is not None and "warm_start" in winner.get_params():
+        est, seconds, caught = _refit_warm(est, winner, schema.encode(X_train), y_train, seconds, caught, progress)
     progress(f"fitted {name} in {seconds:.1f} s")
     if selection is not None and schema.task != "classification":
         factor = next(r for r in selection if r["selected"])["val_variance_ratio"]
@@ -258,6 +262,25 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
             meta["metrics"], meta["holdout"]["mean"], meta["holdout"]["std"] = evaluate(est, X_test, y[test_idx])
         progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items() if v is not None))
     return TabularModel(est, schema, meta)
+
+
+def _refit_warm(est, winner, X, y, seconds, caught, progress):
+    """The better (by training objective) of ``est``, fitted from its generic start, and ``winner``
+    refitted on the same rows from where its validated fit ended (``warm_start``).
+
+    On more rows a fresh start can end in a worse optimum than the one that was validated
+    (*ad hoc*: OAK, 200 features, validated on 192 rows at objective -0.81 per row, refitted
+    fresh on 240 rows at +1.25, held-out R² -0.12); both objectives are the penalised
+    negative log marginal likelihood per row of the same data, so they compare.
+    """
+    winner.set_params(warm_start=True, verbose=est.get_params()["verbose"])
+    warm_seconds, warm_caught = _fit(winner, X, y)
+    winner.set_params(warm_start=False)
+    fresh_loss, warm_loss = est.fit_result_.loss, winner.fit_result_.loss
+    progress(f"refitted from the validated fit too: objective {warm_loss:.4g} per row (fresh start {fresh_loss:.4g})")
+    if warm_loss < fresh_loss:
+        est, caught = winner, warm_caught
+    return est, seconds + warm_seconds, caught
 
 
 def _keep_levels_in_training(schema: TableSchema, X_raw: pd.DataFrame, train_idx, test_idx):

@@ -18,9 +18,10 @@ Rule (documented in ``hdgp fit --help``):
    rows, RBF-ARD had validation RMSE 0.198 (SIGP 1.17, the target's std 1.2) but log
    density -5.5 (SIGP -1.6), since maximum likelihood spent the irrelevant features on
    interpolating the noise; calibrated, 0.27 (and it won).
-3. The winner is refitted on all training rows and its predictive variances are
-   multiplied by its validation factor (``scale_variance``); the held-out test rows
-   are never used for the choice.
+3. The winner is refitted on all training rows, from its generic start and (hdgp's GP
+   regressors) from its validated fit (``warm_start``), keeping the better training
+   objective; its predictive variances are multiplied by its validation factor
+   (``scale_variance``). The held-out test rows are never used for the choice.
 
 Classification targets (``schema.task == "classification"``) follow the same rule
 with the candidates of :func:`hdgp.workflow.classification.classifier_candidates`
@@ -135,6 +136,13 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
         candidate rejects (a candidate that fails for any other reason is reported in
         ``comparison`` and the others go on).
     """
+    name, rows, _ = _select(X, y, schema, params=params, random_state=random_state, progress=progress,
+                            candidates=candidates)
+    return name, rows
+
+
+def _select(X, y, schema, *, params, random_state, progress, candidates):
+    """:func:`select_model`, also returning the winner as fitted on the validation split's other rows."""
     from .fitting import _fit, _keep_levels_in_training, make_estimator
 
     progress = progress or (lambda message: None)
@@ -160,7 +168,7 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     fit_idx, val_idx, _ = _keep_levels_in_training(schema, X, fit_idx, val_idx)
     keys = (("val_log_loss", "val_accuracy") if classify else
             ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
-    rows = []
+    rows, fitted = [], {}
     for i, name in enumerate(candidates, 1):
         progress(f"[auto {i}/{len(candidates)}] fitting {name} on {len(fit_idx)} rows, validating on {len(val_idx)}")
         row = {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "error": None}
@@ -171,6 +179,7 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
             scores = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)
             score = scores.pop("score")
             row.update(scores)
+            fitted[name] = est
         except Exception as exc:  # a family that cannot handle this table must not stop the others
             bad = _rejected_parameter(exc, params, _parameters(name))
             if bad is not None:  # ... but a value the user chose is the user's error, not the family's
@@ -191,4 +200,4 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
         r["selected"] = r is best
     for r in rows:
         del r["_score"]
-    return best["model"], rows
+    return best["model"], rows, fitted[best["model"]]
