@@ -56,3 +56,11 @@ def test_without_warm_start_or_with_another_engine_the_fit_starts_afresh():
 def test_warm_start_must_be_a_bool():
     with pytest.raises(ValueError, match="warm_start must be True or False"):
         _fit(hdgp.GPRegressor(warm_start="yes"))
+
+
+def test_a_loaded_model_warm_starts_even_from_a_file_without_a_fit_seed(tmp_path):
+    est = _fit(hdgp.preset("SGPR-RBF-ARD", random_state=0, n_inducing=10), X[:50], Y[:50])
+    back = hdgp.load(hdgp.save(est, tmp_path / "m.hdgp"))  # no training rows in the file
+    back.__dict__.pop("_fit_seed_", None)  # as in files of older versions
+    _fit(back.set_params(warm_start=True))
+    assert back.start_ == "warm"

@@ -285,7 +285,7 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         self.inference_ = self._resolve_inference(Xt.shape[0])
         if previous_engine != self.inference_:
             previous = None  # another engine (e.g. n crossed the exact/sparse line): nothing to start from
-        if previous is None:  # (a warm start keeps the seed, hence e.g. the same projections)
+        if previous is None or not hasattr(self, "_fit_seed_"):  # a warm start keeps it: the same projections
             rng = check_random_state(self.random_state)
             self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
         fits = []
