@@ -134,8 +134,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         parameter whose name and shape match; data-dependent buffers such as OAK's
         measures are recomputed) instead of the generic start(s), with the same
         candidate (direction set, OAK start) that won before; as scikit-learn's
-        ``warm_start``. ``hdgp fit --model auto`` refits its winner this way, so the
-        refit on all training rows starts where the validated fit ended.
+        ``warm_start``. ``hdgp fit --model auto`` refits its winner both this way and
+        from the generic start, and keeps the better training objective.
     random_state : int, RandomState or None
         Seed for every random choice of the fit (restarts, projections, ...).
     device : None or str
