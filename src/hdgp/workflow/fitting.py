@@ -238,9 +238,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
-    seconds, caught = _fit(est, schema.encode(X_train), y_train)
+    X_fit = schema.encode(X_train)
+    seconds, caught = _fit(est, X_fit, y_train)
     if winner is not None and "warm_start" in winner.get_params():
-        est, seconds, caught = _refit_warm(est, winner, schema.encode(X_train), y_train, seconds, caught, progress)
+        est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
     progress(f"fitted {name} in {seconds:.1f} s")
     if selection is not None and schema.task != "classification":
         factor = next(r for r in selection if r["selected"])["val_variance_ratio"]

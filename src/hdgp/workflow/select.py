@@ -68,9 +68,9 @@ def _score(est, X, y, schema) -> dict:
     scores, mean, std = evaluate(est, X, y)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         ratio = float(np.mean(((np.asarray(y, float) - mean) / std) ** 2))
-        calibrated = -scores["nlpd"] + 0.5 * (ratio - 1.0 - np.log(ratio))
-    return {"score": float(calibrated), "val_log_density": -scores["nlpd"],
-            "val_log_density_calibrated": float(calibrated), "val_variance_ratio": ratio, "val_rmse": scores["rmse"]}
+        calibrated = float(-scores["nlpd"] + 0.5 * (ratio - 1.0 - np.log(ratio)))
+    return {"score": calibrated, "val_log_density": -scores["nlpd"],
+            "val_log_density_calibrated": calibrated, "val_variance_ratio": ratio, "val_rmse": scores["rmse"]}
 
 
 def _parameters(name: str) -> set:
