@@ -151,7 +151,7 @@ def main():
     for n in (500, 1000, 2000):
         chol, ev, gflops = floor_ratio(n)
         lines.append(f"| {n} | {chol:.4f} | {ev:.4f} | {ev / chol:.1f} | {gflops:.1f} |")
-    lines += ["", "The evaluation needs one Cholesky (n³/3 flops), one `cholesky_inverse` (≈ 2n³/3) and the "
+    lines += ["", "The evaluation needs one Cholesky (n³/3 flops), one inverse from it (LAPACK `potri`, ≈ 2n³/3) and the "
               "kernel's forward/backward; a ratio near 3–4 is at the floor of this formulation.",
               "", "GPyTorch switches from Cholesky to CG + Lanczos (approximate) above 800 rows, so its concrete time is for a cheaper, inexact objective; its Adam early stop also lands on different optima (better RMSE on housing, worse on concrete)."]
     (out / "rbf_ard_speed.md").write_text("\n".join(lines) + "\n")

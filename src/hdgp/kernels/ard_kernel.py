@@ -27,6 +27,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from ._constraints import log_positive
+from ._elementwise import exp_
 
 __all__ = ["RBFARDKernel", "IMQKernel"]
 
@@ -98,7 +99,7 @@ class _RBFProfile:
 
     @staticmethod
     def value_(D):
-        return D.mul_(-0.5).exp_()
+        return exp_(D.mul_(-0.5))
 
     @staticmethod
     def grad_times_derivative(G, K, scale):

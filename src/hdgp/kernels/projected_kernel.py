@@ -31,6 +31,7 @@ from gpytorch.kernels import Kernel
 from torch.utils.checkpoint import checkpoint
 
 from ._constraints import log_positive
+from ._elementwise import exp_
 from .ard_kernel import _centred
 
 __all__ = ["ProjectedAdditiveKernel"]
@@ -89,10 +90,10 @@ def _block_terms(a: torch.Tensor, b: torch.Tensor, zero: torch.Tensor, keep_diff
     if a.shape[-1] == 1:
         t = a - b.transpose(-1, -2)
         E = torch.addcmul(zero, t, t, value=-1.0, out=None if keep_differences else t)
-        return E.exp_(), t if keep_differences else None
+        return exp_(E), t if keep_differences else None
     sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1).unsqueeze(-2)
     sq.add_(a @ b.transpose(-1, -2), alpha=-2.0)
-    return sq.clamp_min_(0.0).neg_().exp_(), None
+    return exp_(sq.clamp_min_(0.0).neg_()), None
 
 
 def _block_gradients(M: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t, first_col: int):

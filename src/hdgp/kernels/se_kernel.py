@@ -14,6 +14,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from . import log_positive
+from ._elementwise import exp_
 from .ard_kernel import _centred
 
 __all__ = ["SEKernel", "se_minus_outer"]
@@ -51,7 +52,7 @@ class _SEMinusOuter(torch.autograd.Function):
     def forward(ctx, a, b, l2, u, v):
         # a (..., D, n, 1), b (..., D, m, 1), l2 (D, 1, 1), u (..., D, n), v (..., D, m)
         K = a - b.transpose(-1, -2)
-        K.square_().mul_(-0.5 / l2).exp_()
+        exp_(K.square_().mul_(-0.5 / l2))
         if u is not None:
             K.addcmul_(u.unsqueeze(-1), v.unsqueeze(-2), value=-1.0)  # in place: no (D, n, m) temporary
         ctx.save_for_backward(a, b, l2, u, v, K)
