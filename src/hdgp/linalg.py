@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import warnings
 
 import torch
 from scipy.linalg import lapack
-from threadpoolctl import ThreadpoolController
 
+from ._threads import blas_libraries
 from .exceptions import NotPositiveDefiniteError, NumericalWarning
 
 __all__ = ["folded_inverse", "robust_cholesky"]
@@ -115,24 +114,17 @@ def _lapack_on_copy(A: torch.Tensor, name: str, **options) -> tuple[torch.Tensor
     or ``None`` where torch must do it (GPU, batches, autograd, other dtypes).
 
     A C-order matrix read in Fortran order is its transpose, so the routine works on the
-    upper triangle of that view, in place, and its result is transposed back. It runs
-    with torch's thread count, so the single-thread budget of small problems
-    (:mod:`hdgp._threads`) holds for OpenBLAS too.
+    upper triangle of that view, in place, and its result is transposed back. OpenBLAS
+    runs with torch's thread count: the caller's, or one inside an estimator's
+    :func:`~hdgp._threads.thread_budget`.
     """
     if A.device.type != "cpu" or A.dim() != 2 or A.requires_grad or A.dtype not in _LAPACK_PREFIX:
         return None
     routine = getattr(lapack, _LAPACK_PREFIX[A.dtype] + name)
     work = A.clone(memory_format=torch.contiguous_format).numpy().T
-    with _scipy_blas().limit(limits=torch.get_num_threads()):
+    with blas_libraries().limit(limits=torch.get_num_threads()):
         result, info = routine(work, lower=0, **options)
     return torch.from_numpy(result.T), int(info)
 
 
 _LAPACK_PREFIX = {torch.float64: "d", torch.float32: "s"}
-
-
-@functools.cache
-def _scipy_blas():
-    """The BLAS libraries loaded (SciPy's and NumPy's OpenBLAS), as one threadpoolctl handle
-    (made once: it scans the process's libraries, ~3 ms; each limit then costs ~8 µs)."""
-    return ThreadpoolController().select(user_api="blas")

@@ -48,6 +48,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._scaling import column_scales, column_std, target_scale, varies
+from .._threads import thread_budget
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..presets import register_preset
 from ..sigp.cv import cross_validate
@@ -304,7 +305,8 @@ class _SIGPBase(BaseEstimator):
     def _latent(self, X, **options) -> tuple[torch.Tensor, torch.Tensor]:
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, dtype=np.float64)
-        return self.model_.predict(self._standardise(X, fit=False), **options)
+        with thread_budget(self.model_.X_train.shape[0]):
+            return self.model_.predict(self._standardise(X, fit=False), **options)
 
 
 class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
@@ -487,7 +489,8 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
             shuffle = self.random_state is not None
             return list(KFold(self.cv, shuffle=shuffle, random_state=self.random_state).split(X, y))
 
-        self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds, calibrate=self.calibrate_variance)
+        with thread_budget(X.shape[0]):
+            self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds, calibrate=self.calibrate_variance)
         self.noise_ = self.model_.fits[0].noise * self.y_scale_**2
         return self
 
@@ -645,8 +648,9 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
             shuffle = self.random_state is not None
             return list(StratifiedKFold(n_splits, shuffle=shuffle, random_state=self.random_state).split(X, codes))
 
-        self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds)
-        self.temperature_ = self._fit_temperature(self._scores_matrix(self.model_.loo_mean(Y)), codes)
+        with thread_budget(X.shape[0]):
+            self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds)
+            self.temperature_ = self._fit_temperature(self._scores_matrix(self.model_.loo_mean(Y)), codes)
         return self
 
     @staticmethod
