@@ -125,6 +125,18 @@ def test_profiled_fit_reaches_the_joint_optimum_and_keeps_its_constant():
     torch.testing.assert_close(prof.constant, stored, rtol=0, atol=1e-14)
 
 
+def test_lbfgs_stops_at_the_objective_resolution_a_model_declares():
+    """A model whose objective is an estimate (SKI) declares its resolution; L-BFGS stops
+    there instead of at the exact engines' 1e-6, close to the same optimum."""
+    X, y = _data(n=60)
+    fine = fit_hyperparameters(_model(), X, y)
+    coarse_model = _model()
+    coarse_model.objective_resolution = 1e-2
+    coarse = fit_hyperparameters(coarse_model, X, y)
+    assert coarse.n_evaluations < fine.n_evaluations
+    assert fine.loss <= coarse.loss < fine.loss + 0.05
+
+
 def test_predictions_match_closed_form_posterior():
     model, (X, y) = _model(), _data()
     Xs = torch.linspace(-2, 2, 7)[:, None].repeat(1, 3)
