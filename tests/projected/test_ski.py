@@ -6,6 +6,7 @@ import pytest
 import torch
 from gpytorch.kernels import ScaleKernel
 
+from hdgp.exceptions import NotPositiveDefiniteError
 from hdgp.inference.ski import (
     _PRECONDITIONER_MAX_COLUMNS,
     SKIProjectedGPModel,
@@ -213,3 +214,20 @@ def test_ski_posterior_mean_is_accurate_with_tiny_noise_and_a_large_constant_mea
         ski = hdgp.ProjectedAdditiveGPRegressor(6, inference="ski", random_state=0).fit(X, y)
         mean, std = ski.predict(Xt, return_std=True, latent=True)
     assert np.sqrt(np.mean((mean - f(Xt)) ** 2)) < 2 * np.median(std)
+
+
+@pytest.mark.parametrize("extreme", ["outputscale", "lengthscale"])
+def test_extreme_hyperparameters_are_a_failed_evaluation_not_a_crash(extreme):
+    """An L-BFGS line search can try an output scale of 1e172 or an overflowed length-scale
+    (found on breastcancer and stock): the objective raises NotPositiveDefiniteError, which the
+    optimiser backs off from, not a LinAlgError or an arange error that ends the fit."""
+    X, y = _data(200)
+    k = _kernel()
+    model = SKIProjectedGPModel(k, grid_size=64).to(DT)
+    model.likelihood.noise = 1e-4
+    if extreme == "outputscale":
+        k.outputscale = 1.29e172
+    else:
+        k.base_kernel.input_lengthscale = torch.full((5,), 1e-320, dtype=DT)  # subnormal: 1/ℓ overflows
+    with pytest.raises(NotPositiveDefiniteError):
+        model.neg_log_marginal_likelihood(X, y)

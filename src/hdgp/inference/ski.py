@@ -47,7 +47,7 @@ from linear_operator.operators import (
 )
 from linear_operator.utils.warnings import NumericalWarning as LinearOperatorNumericalWarning
 
-from ..exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError
 from ._gaussian import GaussianNoiseModel
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 
@@ -279,7 +279,7 @@ def _nystrom_grid_root(col: torch.Tensor, E: torch.Tensor, jitter: float = 1e-8)
     TE = _toeplitz_matmul(col, E)
     C = E.transpose(-1, -2) @ TE
     C = C + jitter * C.diagonal(dim1=-2, dim2=-1).amax(-1)[:, None, None] * torch.eye(C.shape[-1]).to(C)
-    L = torch.linalg.cholesky(C)
+    L = _preconditioner_cholesky(C)
     return torch.linalg.solve_triangular(L, TE.transpose(-1, -2), upper=False).transpose(-1, -2)
 
 
@@ -335,7 +335,7 @@ def _woodbury_preconditioner(Phi: torch.Tensor, noise: torch.Tensor):
     """
     n, k = Phi.shape
     cap = noise * torch.eye(k, dtype=Phi.dtype, device=Phi.device) + Phi.T @ Phi
-    L = torch.linalg.cholesky(cap)
+    L = _preconditioner_cholesky(cap)
     logdet = (n - k) * torch.log(noise) + 2 * L.diagonal().log().sum()
     Phi_d, L_d, noise_d = Phi.detach(), L.detach(), noise.detach()
 
@@ -344,6 +344,23 @@ def _woodbury_preconditioner(Phi: torch.Tensor, noise: torch.Tensor):
 
     P = _LowRankPlusNoise(LowRankRootLinearOperator(Phi), DiagLinearOperator(noise.expand(n)))
     return lambda _op: (solve, P, logdet)
+
+
+def _preconditioner_cholesky(A: torch.Tensor) -> torch.Tensor:
+    """Cholesky factor of a matrix of the preconditioner, PD in exact arithmetic.
+
+    It fails in floating point only at extreme hyper-parameters (an output scale of 1e170 on a
+    noise of 1e-4, as an L-BFGS line search may try); that is reported as
+    :class:`~hdgp.exceptions.NotPositiveDefiniteError`, which the optimiser treats as a failed
+    evaluation and backs off from, instead of stopping the fit.
+    """
+    L, info = torch.linalg.cholesky_ex(A)
+    if info.any():
+        raise NotPositiveDefiniteError(
+            "The SKI preconditioner is not numerically positive definite at these hyper-parameters "
+            "(an extreme output scale or noise)."
+        )
+    return L
 
 
 def _split_kernel(kernel):
@@ -434,6 +451,10 @@ class SKIProjectedGPModel(GaussianNoiseModel):
         index, weight = cubic_interpolation(z, u0, h)
         col = _grid_columns(h, self.grid_size)
         coef = pk.weights.to(z) * scale
+        if not (torch.isfinite(z).all() and torch.isfinite(coef).all()):  # e.g. an overflowed length-scale
+            raise NotPositiveDefiniteError(
+                "Non-finite projections or output scale at these hyper-parameters; the SKI operator is undefined."
+            )
         return ProjectedSKIOperator(weight, index, col, coef), (u0, h)
 
     def _noisy(self, op, h):
