@@ -341,7 +341,8 @@ _RPA = Protocol(
            "direction sets per split and keep the best marginal likelihood (n_direction_sets=5; no test data "
            "involved). Paper protocol: Adam lr 0.1, <= 1000 steps, "
            "smoothed-box noise prior (set on every model that accepts it); the 'L-BFGS' rows replace "
-           "Adam by hdgp's default optimiser (L-BFGS to convergence), seeds 0 and 1, same prior. GAM, Linear and SIGP (Tan & Mukherjee; "
+           "Adam by hdgp's default optimiser (L-BFGS to convergence), same prior, seeds 0 and 1 (gas: "
+           "seed 0). GAM, Linear and SIGP (Tan & Mukherjee; "
            "hyper-parameters by its own 5-fold CV, no Adam; its rows from 2026-11-24 on scale the predictive "
            "variance by the same CV, calibrate_variance=True) are extra baselines "
            "without paper numbers."),
