@@ -14,8 +14,11 @@ divergence from the pushed-forward empirical distribution to :math:`\\mathcal N(
 :math:`t` on the training data. The pre-transform :math:`t` is the identity, or
 :math:`\\log x` for positive skewed features, or the OAK authors' shifted log
 :math:`t = \\log(x - x_{\\min} + 1)` applied to every feature (``x_min`` the
-training minimum; below it :math:`t = x - x_{\\min}`, the tangent line, so test
-points under the training range stay finite and the map stays a C¹ bijection).
+training minimum). Both are :math:`t = \\log(x - x_{\\min} + c) + \\text{const}`
+(:math:`c = x_{\\min}` for the plain log, :math:`c = 1` shifted), continued below
+:math:`x_{\\min}` by the tangent line :math:`t(x_{\\min}) + (x - x_{\\min})/c`, so test
+points under the training range (a zero in a feature that was positive in training)
+stay finite and the map stays a C¹ bijection of the real line.
 """
 
 from __future__ import annotations
@@ -58,6 +61,8 @@ class SinhArcsinhFlow:
     use_log_ : ndarray of bool, shape (D,)
     shift_ : ndarray of shape (D,) or None
         Training minima :math:`x_{\min}` (``log_transform="shifted"`` only).
+    log_min_ : ndarray of shape (D,)
+        Training minima, where the log of a ``use_log_`` feature turns into its tangent line.
     center_, scale_ : ndarray of shape (D,)
         Standardisation :math:`m, s` of :math:`t`; a constant feature keeps
         :math:`s = 1` and the identity flow, so nothing divides by zero.
@@ -118,6 +123,7 @@ class SinhArcsinhFlow:
         self.feature_names_ = [str(c) for c in feature_names] if feature_names is not None else list(range(n_feat))
         self.use_log_ = np.zeros(n_feat, dtype=bool)
         self.shift_ = X.min(0) if self.log_transform == "shifted" else None
+        self.log_min_ = X.min(0)
         for j in range(n_feat if self.shift_ is None else 0):
             positive = bool((X[:, j] > 0).all())
             if self.log_transform is True and not positive:
@@ -136,21 +142,31 @@ class SinhArcsinhFlow:
             self.params_[j] = self._fit_column(U[:, j])
         return self
 
-    def _pre(self, X):
+    def _log_columns(self):
+        """Columns taking a log, their origin :math:`x_{\\min}` and the constant :math:`c` of
+        :math:`t = \\log(x - x_{\\min} + c) + \\text{const}` (module docstring)."""
         if self.shift_ is not None:
-            d = X - self.shift_
-            return np.where(d >= 0, np.log1p(np.maximum(d, 0.0)), d)
+            return slice(None), self.shift_, np.ones_like(self.shift_)
+        if not hasattr(self, "log_min_"):  # flows saved before the tangent continuation
+            return self.use_log_, None, None
+        origin = self.log_min_[self.use_log_]
+        return self.use_log_, origin, origin
+
+    def _pre(self, X):
+        cols, origin, c = self._log_columns()
         T = X.copy()
-        if self.use_log_.any():
-            logged = X[:, self.use_log_]
-            if (logged <= 0).any():
-                bad = np.flatnonzero(self.use_log_)[np.flatnonzero((logged <= 0).any(0))[0]]
-                name = getattr(self, "feature_names_", range(X.shape[1]))[bad]  # older saved flows: positions
-                raise ValueError(
-                    f"Feature {name!r} was log-transformed when the flow was fitted, but a value "
-                    "<= 0 was given; refit with log_transform=False."
-                )
-            T[:, self.use_log_] = np.log(logged)
+        if origin is None:
+            if (X[:, cols] <= 0).any():
+                bad = np.flatnonzero(cols)[np.flatnonzero((X[:, cols] <= 0).any(0))[0]]
+                name = getattr(self, "feature_names_", range(X.shape[1]))[bad]
+                raise ValueError(f"Feature {name!r} was log-transformed when the flow was fitted, but a value "
+                                 "<= 0 was given; this model file predates the flow's continuation below "
+                                 "the training minimum: refit it with this version of hdgp.")
+            T[:, cols] = np.log(X[:, cols])
+            return T
+        d = X[:, cols] - origin
+        offset = 0.0 if self.shift_ is not None else np.log(c)  # t = log x above the minimum
+        T[:, cols] = offset + np.where(d >= 0, np.log1p(np.maximum(d, 0.0) / c), d / c)
         return T
 
     def transform(self, X):
@@ -166,9 +182,12 @@ class SinhArcsinhFlow:
         Z = self._check(Z)
         U = np.column_stack([self._inverse(Z[:, j], self.params_[j]) for j in range(Z.shape[1])])
         T = U * self.scale_ + self.center_
-        if self.shift_ is not None:
-            return np.where(T >= 0, np.expm1(np.maximum(T, 0.0)), T) + self.shift_
-        T[:, self.use_log_] = np.exp(T[:, self.use_log_])
+        cols, origin, c = self._log_columns()
+        if origin is None:
+            T[:, cols] = np.exp(T[:, cols])
+            return T
+        s = T[:, cols] - (0.0 if self.shift_ is not None else np.log(c))
+        T[:, cols] = origin + c * np.where(s >= 0, np.expm1(np.maximum(s, 0.0)), s)
         return T
 
     def log_abs_det_jacobian(self, X):
@@ -177,8 +196,9 @@ class SinhArcsinhFlow:
         U = (self._pre(X) - self.center_) / self.scale_
         out = np.column_stack([self._forward(U[:, j], self.params_[j])[1] for j in range(U.shape[1])])
         out = out - np.log(self.scale_)
-        if self.shift_ is not None:
-            out -= np.log1p(np.maximum(X - self.shift_, 0.0))
-        elif self.use_log_.any():
-            out[:, self.use_log_] -= np.log(X[:, self.use_log_])
+        cols, origin, c = self._log_columns()
+        if origin is None:
+            out[:, cols] -= np.log(X[:, cols])
+        else:  # dt/dx = 1/(x - x_min + c) above the minimum, 1/c below
+            out[:, cols] -= np.log(np.maximum(X[:, cols] - origin, 0.0) + c)
         return out

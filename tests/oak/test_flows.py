@@ -39,9 +39,8 @@ def test_inverse_and_jacobian_outside_training_range(log_transform):
     X = data()
     flow = SinhArcsinhFlow(log_transform).fit(X)
     lo, hi = X.min(0), X.max(0)
-    # below the minimum only where no plain log is taken (log x needs x > 0)
-    below = np.where(flow.use_log_, lo / 2, lo - 2.0)
-    Xq = np.vstack([below, hi + 3.0, (lo + hi) / 2])
+    # below the minimum, including zero and negative values of the log-transformed feature
+    Xq = np.vstack([lo / 2, lo - 2.0, np.zeros(3), hi + 3.0, (lo + hi) / 2])
     np.testing.assert_allclose(flow.inverse_transform(flow.transform(Xq)), Xq, rtol=1e-9, atol=1e-9)
     h = 1e-6
     fd = (flow.transform(Xq + h) - flow.transform(Xq - h)) / (2 * h)
@@ -62,6 +61,32 @@ def test_shifted_log_matches_its_definition():
     np.testing.assert_allclose(flow.transform(x0[None]), plain.transform((x0 - X.min(0))[None]), atol=2e-3)
 
 
+def test_log_is_continued_by_its_tangent_below_the_training_minimum():
+    """t = log x above the training minimum m, t = log m + (x - m)/m below: a finite warp of a zero
+    or negative value in a feature that was positive in training."""
+    X = data()
+    flow = SinhArcsinhFlow().fit(X)
+    plain = SinhArcsinhFlow(log_transform=False)
+    plain.__dict__.update({k: v for k, v in flow.__dict__.items() if k != "log_transform"})
+    plain.use_log_ = np.zeros(3, dtype=bool)  # the same fitted flow without the log pre-map
+    m = X[:, 0].min()
+    x = np.array([m * 3, m, m / 2, 0.0, -1.0])
+    t = np.where(x >= m, np.log(np.maximum(x, m)), np.log(m) + (x - m) / m)
+    Xq = np.column_stack([x, np.zeros((5, 2))])
+    Tq = np.column_stack([t, np.zeros((5, 2))])
+    np.testing.assert_allclose(flow.transform(Xq), plain.transform(Tq), rtol=1e-12, atol=1e-12)
+    assert np.all(np.diff(flow.transform(Xq)[:, 0]) < 0)  # still strictly increasing
+
+
+def test_flow_saved_before_the_continuation_keeps_refusing_nonpositive_values():
+    flow = SinhArcsinhFlow().fit(data())
+    del flow.log_min_  # as rebuilt from a format-2.0 model file
+    X = data()
+    np.testing.assert_allclose(flow.transform(X), SinhArcsinhFlow().fit(X).transform(X), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="log-transformed.*refit"):
+        flow.transform(np.array([[0.0, 0.0, 0.0]]))
+
+
 def test_auto_log_only_for_positive_skewed():
     flow = SinhArcsinhFlow().fit(data())
     assert flow.use_log_.tolist() == [True, False, False]
@@ -80,8 +105,6 @@ def test_bad_input():
     with pytest.raises(ValueError, match="positive"):
         SinhArcsinhFlow(log_transform=True).fit(np.array([[1.0], [-1.0]]))
     flow = SinhArcsinhFlow().fit(data())
-    with pytest.raises(ValueError, match="log-transformed"):
-        flow.transform(np.array([[-1.0, 0.0, 0.0]]))
     with pytest.raises(ValueError, match="NaN"):
         flow.transform(np.array([[np.nan, 0.0, 0.0]]))
     with pytest.raises(ValueError, match="log_transform"):

@@ -294,12 +294,19 @@ def test_declarations_by_name_single_value_and_binary_text():
         OAKRegressor(binary_features=["sex"], categorical_features=["sex"]).fit(pd.DataFrame({"a": a, "sex": sex}), y)
 
 
-def test_log_transform_error_names_the_column():
+def test_nonpositive_value_of_a_log_transformed_feature():
+    """A zero in a feature that was positive in training (log-transformed by "auto") is predicted,
+    not refused; a flow from a model file without the continuation names the column."""
     rng, a, c, y = _frame_data()
     df = pd.DataFrame({"c": c, "u": rng.uniform(size=60), "s": rng.lognormal(size=60)})
     est = OAKRegressor(max_order=1, max_iter=5, random_state=0).fit(df, y)
+    assert est.flow_.use_log_.tolist() == [False, True]
+    query = pd.DataFrame({"c": ["u", "u"], "u": [0.5, 0.5], "s": [0.0, -1.0]})
+    mean, std = est.predict(query, return_std=True)
+    assert np.isfinite(mean).all() and np.isfinite(std).all()
+    del est.flow_.log_min_
     with pytest.raises(ValueError, match="Feature 's' was log-transformed"):
-        est.predict(pd.DataFrame({"c": ["u"], "u": [0.5], "s": [-1.0]}))
+        est.predict(query)
 
 
 def test_float32_model_has_the_float64_sobol_indices():

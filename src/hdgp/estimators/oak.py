@@ -97,7 +97,9 @@ class OAKRegressor(BaseGPRegressor):
     log_transform : {"auto", True, False, "shifted"}, default="auto"
         Passed to the flow: log of positive, skewed features (``"auto"``), or the
         OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature (``"shifted"``,
-        meant for inputs in their natural units).
+        meant for inputs in their natural units). Below the training minimum either
+        log continues as its tangent line, so a test value under the training range
+        (a zero in a feature that was positive in training) is warped, not refused.
     clip_inputs : bool, default=False
         At prediction, clip every continuous feature to the range seen in ``fit``
         (``input_min_``, ``input_max_``) before the flow, as the OAK authors' UCI

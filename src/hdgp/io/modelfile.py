@@ -80,8 +80,9 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: (major, minor) of the format this version writes. 1.1 added ``$pandas`` nodes (pandas scalars
 #: as category levels); a 1.0 reader warns on such a file and fails on the node. 2.0 stores the
 #: projected-additive kernel's length-scales and output scale as logarithms (1.x: GPyTorch's
-#: softplus), which a 1.x reader would misread; 1.x files are converted when read.
-FORMAT_VERSION = (2, 0)
+#: softplus), which a 1.x reader would misread; 1.x files are converted when read. 2.1 adds the OAK
+#: flow's ``log_min_`` (a 2.0 file's flow refuses values <= 0 in a log-transformed feature).
+FORMAT_VERSION = (2, 1)
 #: Oldest major version this version reads (:func:`_upgrade_tensors` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
