@@ -9,6 +9,7 @@ standardisation, training, prediction in original units — lives here once.
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 from contextlib import contextmanager
 
@@ -27,7 +28,7 @@ from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
 from ._variance_scale import VarianceScaling
 
-__all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "resolve_dtype", "resolve_device"]
+__all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "atomic_fit", "resolve_dtype", "resolve_device"]
 
 #: ``inference="auto"`` uses exact inference up to this many training rows.
 AUTO_EXACT_MAX_N = 5000
@@ -63,6 +64,30 @@ COMMON_PARAMS = dict(
 )
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
+
+
+def atomic_fit(fit):
+    """Decorate an estimator's ``fit`` so that a call that raises leaves the estimator as it was.
+
+    A refit sets its fitted attributes one after another (``n_features_in_`` first, the
+    posterior last); one that fails half-way, on a bad parameter or an interrupted training,
+    would otherwise leave parts that disagree (a new feature count with the old posterior),
+    so that ``predict`` fails with a broadcasting error. Every fit assigns new objects to its
+    attributes rather than changing the old ones in place, so restoring the attribute
+    dictionary restores the previous model.
+    """
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        before = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:  # KeyboardInterrupt too: an interrupted refit keeps the last model
+            self.__dict__.clear()
+            self.__dict__.update(before)
+            raise
+
+    return wrapper
 
 
 @contextmanager
@@ -257,6 +282,7 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         return torch.as_tensor(np.ascontiguousarray(X), **self._torch_kwargs)
 
     # -------------------------------------------------------------------- fit
+    @atomic_fit
     def fit(self, X, y):
         """Fit hyperparameters by maximising the marginal likelihood, then condition.
 

@@ -11,7 +11,7 @@ from gpytorch.kernels import Kernel
 from ..kernels import SEKernel
 from ..kernels.additive_kernel import AdditiveKernel
 from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor
+from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
 
 __all__ = ["AdditiveGPRegressor", "resolve_max_order"]
 
@@ -105,6 +105,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
         base.lengthscale = 1.0
         return AdditiveKernel(base, num_dims=n_dims, max_order=resolve_max_order(self.max_order, n_dims))
 
+    @atomic_fit
     def fit(self, X, y):
         """Fit by maximising the marginal likelihood (L-BFGS by default); see the base class."""
         super().fit(X, y)

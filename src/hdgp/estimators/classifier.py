@@ -37,7 +37,7 @@ from .._scaling import StandardizedInputs
 from .._threads import thread_budget
 from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
 from ..presets import register_preset
-from ._base import _default_dtype, _is_int, resolve_device, resolve_dtype
+from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from .gp import KERNELS
 
@@ -212,6 +212,7 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
         return "lbfgs" if full_batch >= n else "adam"
 
     # -------------------------------------------------------------------- fit
+    @atomic_fit
     def fit(self, X, y):
         """Fit one Bernoulli SVGP (binary) or one per class (one-vs-rest).
 

@@ -18,7 +18,7 @@ from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
 from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor
+from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
 from .additive import resolve_max_order
 
 __all__ = ["OAKRegressor"]
@@ -432,6 +432,7 @@ class OAKRegressor(BaseGPRegressor):
         return getattr(self, "two_point_values_", {})
 
     # ------------------------------------------------------------------ fit
+    @atomic_fit
     def fit(self, X, y):
         """Fit the flow, the measures and the GP hyperparameters (MAP), then rank Sobol indices.
 

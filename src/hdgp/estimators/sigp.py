@@ -54,7 +54,7 @@ from ..presets import register_preset
 from ..sigp.cv import cross_validate
 from ..sigp.model import fit_grid
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
-from ._base import _is_int, sample_gaussian
+from ._base import _is_int, atomic_fit, sample_gaussian
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from ._variance_scale import VarianceScaling
 
@@ -446,6 +446,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
         self.calibrate_variance = calibrate_variance
         self.random_state = random_state
 
+    @atomic_fit
     def fit(self, X, y):
         """Fit SIGP (subspace, then EM) to data, choosing hyper-parameters by CV if needed.
 
@@ -608,6 +609,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         self.class_weight = class_weight
         self.random_state = random_state
 
+    @atomic_fit
     def fit(self, X, y):
         """Fit one SIGP per ±1 class code on a shared class-sliced subspace.
 
