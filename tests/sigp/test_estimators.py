@@ -149,8 +149,9 @@ def test_integer_cv_means_unshuffled_folds():
     c = SIGPRegressor(cv=KFold(3, shuffle=True, random_state=1), **kw).fit(X, y)
     d = SIGPRegressor(cv=3, random_state=1, **kw).fit(X, y)
     assert a.cv_scores_ == b.cv_scores_ and c.cv_scores_ == d.cv_scores_ and a.cv_scores_ != c.cv_scores_
-    with pytest.raises(ValueError, match="cv"):
-        SIGPRegressor(cv=1, **kw).fit(X, y)
+    for cv in (1, "5", True):  # a string has a .split method, but is no splitter
+        with pytest.raises(ValueError, match="cv must be an integer >= 2"):
+            SIGPRegressor(cv=cv, **kw).fit(X, y)
 
 
 def test_p_much_larger_than_n_never_forms_p_by_p():
@@ -176,7 +177,7 @@ def test_constant_features_are_dropped():
     [
         (dict(rank=100), "reg", "rank"),
         (dict(rank=0), "reg", "rank"),
-        (dict(rank=-2), "reg", "rank"),
+        (dict(rank=-2), "reg", "rank must be 'auto', a positive number"),
         (dict(rank=1.5), "reg", "rank"),
         (dict(rank=2, subspace="slicing", n_slices=10), "few", "distinct values"),
         (dict(rank=2, subspace="pca"), "reg", "subspace"),

@@ -295,7 +295,7 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         -------
         self
         """
-        X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64)
+        X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64, order="C")
         with thread_budget(X.shape[0]):
             return self._fit(X, y)
 
@@ -412,7 +412,7 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
     # ---------------------------------------------------------------- predict
     def _prepare_predict_inputs(self, X) -> torch.Tensor:
         check_is_fitted(self, "posterior_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_data(self, X, reset=False, dtype=np.float64, order="C")
         return self._to_tensor(self._transform_inputs(X, fit=False))
 
     def predict(self, X, return_std: bool = False, return_cov: bool = False, *, latent: bool = False):

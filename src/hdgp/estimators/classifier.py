@@ -183,8 +183,8 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
     def _check_X(self, X, y=None, *, fit: bool = False):
         """Validate (and for subclasses, encode) inputs; with ``fit`` also ``y`` and return both."""
         if not fit:
-            return validate_data(self, X, reset=False, dtype=np.float64)
-        return validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64)
+            return validate_data(self, X, reset=False, dtype=np.float64, order="C")
+        return validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64, order="C")
 
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(self._transform_inputs(X, fit)), **self._torch_kwargs)

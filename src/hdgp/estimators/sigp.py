@@ -96,12 +96,11 @@ def _candidates(name: str, value, scale: float = 1.0) -> list:
         values = [value]
     else:
         values = list(value)
-    if not values or any(
-        not isinstance(v, (numbers.Number, np.number)) or not np.isfinite(v) or v < 0 for v in values
-    ):
-        raise ValueError(f"{name} must be 'auto', a non-negative number or a list of them; got {value!r}.")
-    if name != "mean_penalty" and any(v <= 0 for v in values):
-        raise ValueError(f"{name} must be positive; got {value!r}.")
+    zero_allowed = name == "mean_penalty"
+    if not values or any(not isinstance(v, (numbers.Number, np.number)) or isinstance(v, bool) or not np.isfinite(v)
+                         or v < 0 or (v == 0 and not zero_allowed) for v in values):
+        kind = "non-negative" if zero_allowed else "positive"
+        raise ValueError(f"{name} must be 'auto', a {kind} number or a list of them; got {value!r}.")
     if name == "rank":
         if any(int(v) != v for v in values):
             raise ValueError(f"rank must be a positive integer (or 'auto' or a list); got {value!r}.")
@@ -153,7 +152,8 @@ class _SIGPBase(BaseEstimator):
             raise ValueError(f"SIGP needs at least 3 samples to fit; got n_samples = {n}.")
         if self.mean not in ("linear", "constant"):
             raise ValueError(f"mean must be 'linear' or 'constant'; got {self.mean!r}.")
-        if not ((isinstance(self.cv, numbers.Integral) and self.cv >= 2) or hasattr(self.cv, "split")):
+        integer = isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool)
+        if not ((integer and self.cv >= 2) or (not isinstance(self.cv, str) and hasattr(self.cv, "split"))):
             raise ValueError(
                 f"cv must be an integer >= 2 or a scikit-learn cross-validation splitter; got {self.cv!r}."
             )
@@ -304,7 +304,7 @@ class _SIGPBase(BaseEstimator):
 
     def _latent(self, X, **options) -> tuple[torch.Tensor, torch.Tensor]:
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_data(self, X, reset=False, dtype=np.float64, order="C")
         with thread_budget(self.model_.X_train.shape[0]):
             return self.model_.predict(self._standardise(X, fit=False), **options)
 
@@ -454,7 +454,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
         -------
         self
         """
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C")
         self._check_common(X.shape[0])
         if self.subspace not in ("kernel", "slicing"):
             raise ValueError(f"subspace must be 'kernel' or 'slicing'; got {self.subspace!r}.")
@@ -617,7 +617,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64)
+        X, y = validate_data(self, X, y, dtype=np.float64, order="C")
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:
