@@ -6,6 +6,8 @@ one line (``warnings.simplefilter("ignore", hdgp.exceptions.HDGPWarning)``).
 
 from __future__ import annotations
 
+from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
+
 __all__ = [
     "HDGPWarning",
     "NumericalWarning",
@@ -23,8 +25,12 @@ class NumericalWarning(HDGPWarning):
     """Numerical trouble that was handled, e.g. jitter added to a kernel matrix."""
 
 
-class ConvergenceWarning(HDGPWarning):
-    """An optimiser or iterative solver stopped before meeting its tolerance."""
+class ConvergenceWarning(HDGPWarning, _SklearnConvergenceWarning):
+    """An optimiser or iterative solver stopped before meeting its tolerance.
+
+    Also a :class:`sklearn.exceptions.ConvergenceWarning`, so scikit-learn's usual filter
+    (``warnings.simplefilter("ignore", ConvergenceWarning)``) silences hdgp's too.
+    """
 
 
 class CostWarning(HDGPWarning):

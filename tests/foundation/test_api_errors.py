@@ -103,3 +103,18 @@ def test_additive_model_lists_its_inference_modes(inference):
     with pytest.raises(ValueError, match=r"AdditiveGPRegressor supports inference in \('auto', 'exact', 'sparse', "
                                          r"'variational'\), got '" + inference):
         hdgp.AdditiveGPRegressor(inference=inference).fit(X, X[:, 0])
+
+
+def test_scikit_learns_convergence_filter_silences_hdgps_convergence_warnings():
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        hdgp.GPRegressor(max_iter=1).fit(X, X[:, 0])
+    assert not [w for w in caught if "max_iter" in str(w.message)]
+    with pytest.warns(hdgp.exceptions.ConvergenceWarning, match="max_iter"):
+        hdgp.GPRegressor(max_iter=1).fit(X, X[:, 0])

@@ -205,3 +205,14 @@ def test_components_of_files_that_kept_rows_or_neither(latent_fit, tmp_path):
     a_old = old.plot_components([("a",), ("d",)]).axes[0].lines[0]
     a_new = clf.plot_components([("a",), ("d",)]).axes[0].lines[0]
     np.testing.assert_allclose(a_old.get_ydata(), a_new.get_ydata(), atol=1e-10)
+
+
+@pytest.mark.parametrize("params, match", [(dict(max_sobol_terms=0), "max_sobol_terms must be a positive integer"),
+                                           (dict(flow="yes"), "flow must be True or False"),
+                                           (dict(order_variance_prior=None), "order_variance_prior must be True or False")])
+def test_oak_parameters_are_validated_in_the_classifier_too(params, match):
+    X = np.random.default_rng(0).standard_normal((20, 2))
+    with pytest.raises(ValueError, match=match):
+        OAKClassifier(**params).fit(X, np.arange(20) % 2)
+    with pytest.raises(ValueError, match=match):
+        hdgp.OAKRegressor(**params).fit(X, X[:, 0])

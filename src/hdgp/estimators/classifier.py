@@ -23,6 +23,7 @@ the per-class probabilities are normalised to sum to one.
 from __future__ import annotations
 
 import copy
+import math
 import numbers
 
 import numpy as np
@@ -79,7 +80,7 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
     lr : float, default=0.05
         Adam learning rate (kernel hyperparameters, inducing inputs, constant mean).
     ngd_lr : float, default=0.1
-        Natural-gradient learning rate of the variational distribution (Adam path).
+        Natural-gradient learning rate of the variational distribution (Adam path), in (0, 1].
     learn_inducing : bool, default=True
         Optimise the inducing inputs.
     class_weight : None, "balanced" or dict, default=None
@@ -168,10 +169,14 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
             raise ValueError(f"optimizer must be 'auto', 'lbfgs' or 'adam', got {self.optimizer!r}.")
         if self.max_iter is not None and (not _is_int(self.max_iter) or self.max_iter < 1):
             raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
-        for name in ("lr", "ngd_lr"):
-            value = getattr(self, name)
-            if not isinstance(value, numbers.Real) or not value > 0:
-                raise ValueError(f"{name} must be a positive float, got {value!r}.")
+        if not isinstance(self.lr, numbers.Real) or not 0 < self.lr < math.inf:
+            raise ValueError(f"lr must be a positive float, got {self.lr!r}.")
+        # a natural-gradient step of 1 is the exact variational update of a conjugate model; beyond it
+        # the step overshoots, and with a Bernoulli likelihood the ELBO turns non-finite within a few steps
+        if not isinstance(self.ngd_lr, numbers.Real) or not 0 < self.ngd_lr <= 1:
+            raise ValueError(f"ngd_lr must be a float in (0, 1], got {self.ngd_lr!r}.")
+        if not isinstance(self.learn_inducing, (bool, np.bool_)):
+            raise ValueError(f"learn_inducing must be True or False, got {self.learn_inducing!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 

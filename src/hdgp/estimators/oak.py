@@ -222,8 +222,9 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"sobol_threshold must be in (0, 1], got {self.sobol_threshold!r}.")
         if not isinstance(self.max_sobol_terms, numbers.Integral) or self.max_sobol_terms < 1:
             raise ValueError(f"max_sobol_terms must be a positive integer, got {self.max_sobol_terms!r}.")
-        if not isinstance(self.clip_inputs, (bool, np.bool_)):
-            raise ValueError(f"clip_inputs must be a bool, got {self.clip_inputs!r}.")
+        for name in ("flow", "clip_inputs", "order_variance_prior"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         if self.log_transform not in LOG_TRANSFORMS:
             raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {self.log_transform!r}.")
 

@@ -117,7 +117,8 @@ class OAKClassifier(GPClassifier):
         return OAKRegressor(max_order=self.max_order, measure=self.measure, gmm_components=self.gmm_components,
                             flow=self.flow, log_transform=self.log_transform, clip_inputs=self.clip_inputs,
                             categorical_features=self.categorical_features, binary_features=self.binary_features,
-                            order_variance_prior=self.order_variance_prior, random_state=self.random_state)
+                            order_variance_prior=self.order_variance_prior, max_sobol_terms=self.max_sobol_terms,
+                            random_state=self.random_state)
 
     def _validate_kernel(self) -> None:
         self._encoder()._validate_params_extra()
