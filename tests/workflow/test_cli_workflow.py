@@ -59,6 +59,14 @@ def test_help_documents_the_workflow():
     assert "--model auto" in fit_help and "--categorical" in fit_help and "log predictive density" in fit_help
 
 
+def test_text_mode_fit_shows_the_fits_warnings_on_stderr(files, tmp_path):
+    result = _run("fit", files / "diabetes.csv", "-t", "target", "-m", "rbf-ard", "-p", "max_iter=2", "--quiet",
+                  "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 0, result.output
+    assert "Warnings while fitting the model" in result.stderr and "max_iter=2" in result.stderr
+    assert "Warnings" not in result.stdout
+
+
 def test_diabetes_fit_predict_explain_json(files, diabetes_fit):
     model, out = diabetes_fit
     assert out["model"] == "RBF-ARD" and out["n_test"] == 30 and out["n_train"] == 120
@@ -119,6 +127,8 @@ def test_categorical_csv_with_oak(files, regions_fit):
     ("a,b,y\n1,,3\n4,5,6\n" + "1,2,3\n" * 10, ["-t", "y"], r"missing values in column\(s\) 'b' \(rows 1\)"),
     ("", ["-t", "y"], "is empty"),
     ("a,b,y\n" + "1,2,3\n" * 10, ["-t", "y"], "has 1 distinct value"),
+    ("state,y\n" + "".join(f"s{i},{i}\n" for i in range(60)), ["-t", "y"],
+     "Drop it with --drop state, or declare it categorical with --categorical state"),
 ])
 def test_bad_csv_gives_clear_message_and_no_file(tmp_path, content, args, message):
     (tmp_path / "bad.csv").write_text(content)
@@ -127,6 +137,12 @@ def test_bad_csv_gives_clear_message_and_no_file(tmp_path, content, args, messag
     assert re.search(message, result.output), result.output
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+def test_seed_out_of_range_is_a_usage_error_naming_the_option(tmp_path):
+    (tmp_path / "t.csv").write_text("a,y\n1,2\n2,3\n3,4\n")
+    result = _run("fit", tmp_path / "t.csv", "-t", "y", "--random-state", "-1", "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 2 and re.search(r"--random-state.*0<=x<=4294967295", result.output), result.output
 
 
 def test_predict_errors_leave_no_output(files, diabetes_fit, regions_fit, tmp_path):
@@ -205,3 +221,30 @@ def test_unknown_model_and_param(files, tmp_path):
                   "-o", tmp_path / "m.hdgp")
     assert result.exit_code == 1 and "no parameter 'max_itr'" in result.output
     assert not (tmp_path / "m.hdgp").exists()
+
+
+def test_codes_with_leading_zeros_are_read_as_written_at_predict(tmp_path):
+    """Training saw '007', '042' and 'X12' (text); a new file with only '007'/'042' must not turn
+    them into the numbers 7 and 42, and numbers read back as the levels that training read as numbers."""
+    rng = np.random.default_rng(0)
+    codes = rng.choice(["007", "042", "X12"], 60)
+    x = rng.normal(size=60)
+    pd.DataFrame({"code": codes, "x": x, "y": x + (codes == "042")}).to_csv(tmp_path / "fit.csv", index=False)
+    (tmp_path / "new.csv").write_text("code,x\n007,0.1\n042,0.2\n")
+    result = _run("fit", tmp_path / "fit.csv", "-t", "y", "-m", "rbf-ard", *FAST_GP, "--quiet", "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 0, result.output
+    result = _run("predict", tmp_path / "m.hdgp", tmp_path / "new.csv", "-o", tmp_path / "p.csv", "--quiet")
+    assert result.exit_code == 0, result.output
+    tm = hdgp.load(tmp_path / "m.hdgp")
+    direct = tm.estimator.predict(tm.schema.encode(pd.DataFrame({"code": ["007", "042"], "x": [0.1, 0.2]})))
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["mean"], direct, rtol=1e-12)
+
+    numbers = pd.DataFrame({"code": rng.choice([7, 42], 60), "x": x, "y": x})
+    numbers.to_csv(tmp_path / "fit2.csv", index=False)
+    result = _run("fit", tmp_path / "fit2.csv", "-t", "y", "-m", "rbf-ard", "--categorical", "code", *FAST_GP,
+                  "--quiet", "-o", tmp_path / "m2.hdgp")
+    assert result.exit_code == 0, result.output
+    schema = hdgp.load(tmp_path / "m2.hdgp").schema
+    encoded = schema.encode(pd.DataFrame({"code": ["007", "42.0"], "x": [0.0, 0.0]}))
+    assert encoded.filter(like="code").to_numpy().argmax(1).tolist() == [schema.levels["code"].index("7"),
+                                                                         schema.levels["code"].index("42")]

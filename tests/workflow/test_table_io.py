@@ -98,6 +98,12 @@ def test_missing_values_list_columns_and_rows():
         TableSchema.infer(frame, "y", drop=["id"])
     schema, X, y = TableSchema.infer(frame, "y", drop=["id"], drop_missing=True)
     assert len(X) == len(y) == 10
+    assert schema.notes[0].startswith("Dropped 2 of 12 rows with a missing value (missing cells per column: "
+                                      "'x' (1), 'colour' (1), 'y' (1);")
+    # at predict time the remedy is to complete the rows (--drop-missing is an option of fit)
+    with pytest.raises(TableError, match=r"'x' \(rows 3\).*NA, N/A.*predicts complete rows only") as info:
+        schema.encode(frame)
+    assert "--drop-missing" not in str(info.value)
 
 
 def test_target_needs_two_values_and_numbers():

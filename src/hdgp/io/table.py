@@ -59,8 +59,11 @@ def _suggest(name: str, choices) -> str:
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def read_table(path) -> pd.DataFrame:
+def read_table(path, text_columns=()) -> pd.DataFrame:
     """Read a CSV (``.csv``, ``.txt``), TSV (``.tsv``) or Parquet (``.parquet``, ``.pq``) file.
+
+    ``text_columns`` (e.g. a model's categorical columns) are read from CSV/TSV as text, as
+    written: a code ``007`` stays ``"007"`` even when no cell of this file has a letter.
 
     Raises
     ------
@@ -79,7 +82,8 @@ def read_table(path) -> pd.DataFrame:
         if kind == "parquet":
             frame = pd.read_parquet(path)
         else:
-            frame = pd.read_csv(path, sep="," if kind == "csv" else "\t", skipinitialspace=True)
+            frame = pd.read_csv(path, sep="," if kind == "csv" else "\t", skipinitialspace=True,
+                                dtype=dict.fromkeys(text_columns, str) or None)
     except pd.errors.EmptyDataError:
         raise TableError(f"Data file {path} is empty.") from None
     except ImportError as exc:  # pandas needs pyarrow (or fastparquet) for Parquet
@@ -259,14 +263,22 @@ def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical
     return notes, columns
 
 
-def _check_missing(frame: pd.DataFrame, what: str) -> None:
+#: What pandas reads as a missing value, for messages (its default ``na_values``, abridged).
+_READ_AS_MISSING = "empty cells and the texts NA, N/A, NaN, None, null"
+
+
+def _check_missing(frame: pd.DataFrame, training: bool) -> None:
+    """Raise a TableError naming the cells of ``frame`` that are missing (``training``: the
+    table given to fit, whose incomplete rows can be dropped; else a table to predict)."""
     missing = frame.isna()
     if missing.to_numpy().any():
         parts = [f"{c!r} (rows {_rows(frame.index[missing[c].to_numpy()])})" for c in frame.columns if missing[c].any()]
+        remedy = ("fill or remove these cells, drop the columns (--drop), or remove incomplete rows "
+                  "(--drop-missing on the command line, TableSchema.infer(..., drop_missing=True) in Python)"
+                  if training else "fill these cells or remove those rows; a model predicts complete rows only")
         raise TableError(
-            f"The {what} has missing values in column(s) {'; '.join(parts)}. hdgp needs complete "
-            "rows: fill or remove these cells, drop the columns (--drop), or remove incomplete rows "
-            "(--drop-missing on the command line, TableSchema.infer(..., drop_missing=True) in Python)."
+            f"The table has missing values in column(s) {'; '.join(parts)}; {_READ_AS_MISSING} count as "
+            f"missing. hdgp needs complete rows: {remedy}."
         )
 
 
@@ -386,12 +398,20 @@ class TableSchema:
         if not features:
             raise TableError("No feature columns are left after removing the target and the dropped columns.")
         used = frame[features + [target]]
+        dropped_rows = []
         if drop_missing:
+            incomplete = used.isna()
             used = used.dropna()
             if used.empty:
                 raise TableError("Every row has a missing value; nothing is left after --drop-missing.")
-        _check_missing(used, "table")
+            if len(used) < len(frame):
+                columns = [f"{c!r} ({int(k)})" for c, k in incomplete.sum().items() if k]
+                dropped_rows = [f"Dropped {len(frame) - len(used)} of {len(frame)} rows with a missing value "
+                                f"(missing cells per column: {', '.join(columns)}; {_READ_AS_MISSING} count as "
+                                "missing)."]
+        _check_missing(used, training=True)
         notes, left_out = _columns_left_out(frame[features], used[features], categorical)
+        notes = dropped_rows + notes
         if left_out:
             if len(left_out) == len(features):
                 _target(used[target], target, task)  # a bad target (e.g. constant too) is the first thing to fix
@@ -421,8 +441,9 @@ class TableSchema:
                 if n_levels > max_levels:
                     raise TableError(
                         f"Column {c!r} holds text with {n_levels} distinct values in {len(s)} rows; it looks "
-                        f"like an identifier or free text, not a category (at most {max_levels} levels). "
-                        f"Drop it with --drop {c}."
+                        f"like an identifier or free text, not a category (at most {max_levels} levels "
+                        f"are inferred). Drop it with --drop {c}, or declare it categorical with "
+                        f"--categorical {c} if it is one."
                     )
                 kinds[c] = "categorical"
             else:
@@ -477,7 +498,7 @@ class TableSchema:
         """
         self.check_columns(frame)
         frame = frame[self.features]
-        _check_missing(frame, "table")
+        _check_missing(frame, training=False)
         out = {}
         for c in self.features:
             s = frame[c]
@@ -487,6 +508,9 @@ class TableSchema:
             labels = s.map(_level_label)
             known = {v: i for i, v in enumerate(self.levels[c])}
             unseen = ~labels.isin(list(known))
+            if unseen.any():  # text "7.0" or "007" of a level that training read as the number 7
+                labels[unseen] = labels[unseen].map(_number_label)
+                unseen = ~labels.isin(list(known))
             if unseen.any():
                 values = sorted(set(labels[unseen]))[:_SHOW]
                 raise TableError(
@@ -646,6 +670,14 @@ def _level_label(value) -> str:
     if isinstance(value, (float, np.floating)) and float(value).is_integer():
         return str(int(value))
     return str(value)
+
+
+def _number_label(text: str) -> str:
+    """:func:`_level_label` of the number ``text`` spells (``"007"`` -> ``"7"``), else ``text``."""
+    try:
+        return _level_label(float(text))
+    except ValueError:
+        return text
 
 
 def _level_key(value):

@@ -105,7 +105,8 @@ def _output_ok(path: Path, what: str, suffixes: tuple = (), *, inputs: tuple = (
 @click.option("--drop-missing", is_flag=True, help="Remove rows with missing values instead of stopping.")
 @click.option("--test-size", default=0.2, show_default=True, type=float,
               help="Fraction of rows held out to measure accuracy and calibration (0 = none).")
-@click.option("--random-state", default=0, show_default=True, type=int, help="Seed of the split and the model.")
+@click.option("--random-state", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
+              help="Seed of the split and the model.")
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Estimator parameter, e.g. -p max_iter=100 -p max_order=2 (values parsed as JSON).")
 @click.option("-o", "--output", default="model.hdgp", show_default=True, type=click.Path(dir_okay=False),
@@ -186,6 +187,9 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
         click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}, "
                    f"NLPD {m['nlpd']:.4g}; interval coverage 50 % → {100 * m['coverage_50']:.0f} %, "
                    f"90 % → {100 * m['coverage_90']:.0f} %, 95 % → {100 * m['coverage_95']:.0f} %")
+    fit_warnings = [w for w in meta["warnings"] if w not in tm.schema.notes]  # the notes went to the progress lines
+    if fit_warnings:
+        click.echo("\nWarnings while fitting the model:\n" + "\n".join(f"  {w}" for w in fit_warnings), err=True)
     click.echo(f"\nSaved {out}. Next: hdgp predict {out} NEW.csv -o predictions.csv; hdgp explain {out} -o report/")
 
 
@@ -243,7 +247,7 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
     say = _progress(quiet)
     tm = _load_table_model(model_file)
     try:
-        frame = read_table(data)
+        frame = read_table(data, text_columns=tm.schema.categorical)
         say(f"predicting {tm.target!r} for {len(frame)} rows with {tm.metadata.get('model')}")
         table = tm.predict(frame, level=level, id_column=id_column)
     except (TableError, ValueError, TypeError, FloatingPointError) as exc:
