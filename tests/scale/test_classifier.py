@@ -69,6 +69,15 @@ def test_auto_optimizer_is_full_batch_lbfgs_when_one_batch_holds_the_data():
         GPClassifier(optimizer="lbfgs", batch_size=50).fit(X, y)
     with pytest.raises(ValueError, match="optimizer"):
         GPClassifier(optimizer="newton").fit(X, y)
+    # without a batch size, "auto" stays full-batch up to FULL_BATCH_MAX_ROWS, and "lbfgs" at any n
+    auto = GPClassifier()
+    assert [auto._resolve_optimizer(n, None) for n in (1500, 2048, 2049)] == ["lbfgs", "lbfgs", "adam"]
+    assert auto._resolve_optimizer(3000, 3000) == "lbfgs" and auto._resolve_optimizer(1500, 1000) == "adam"
+    Xl = np.random.default_rng(0).normal(size=(2100, 2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        big = GPClassifier(optimizer="lbfgs", n_inducing=5, max_iter=2).fit(Xl, Xl[:, 0] > 0)
+    assert big.optimizer_ == "lbfgs"
 
 
 def test_bad_input():

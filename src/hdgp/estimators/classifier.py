@@ -36,13 +36,22 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._scaling import StandardizedInputs
 from .._threads import thread_budget
-from ..inference.variational import DEFAULT_BATCH_SIZE, SVGPModel, fit_svgp
+from ..inference.variational import SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from .gp import KERNELS
 
-__all__ = ["GPClassifier", "probit_predictive"]
+__all__ = ["FULL_BATCH_MAX_ROWS", "GPClassifier", "probit_predictive"]
+
+#: ``optimizer="auto"`` maximises the full-data ELBO with L-BFGS up to this many training rows
+#: (then minibatch natural-gradient + Adam). Minibatch training stops once its noisy ELBO levels
+#: off, short of the optimum; measured *ad hoc* (GPClassifier, 200 inducing points): airfoil split
+#: 0, target above its median (1353 rows): Adam 4.6 s, negative ELBO 0.279 per row (test log-loss
+#: 0.222 on 150 rows); L-BFGS 25 s, 0.254 (0.224). Synthetic 8-feature logistic data, 2000 rows
+#: (2000 test rows): Adam 13.7 s, log-loss 0.335; L-BFGS 11.1 s, 0.332. At 5000 rows L-BFGS took
+#: 45 s against Adam's 4 s (log-loss 0.305 vs 0.311).
+FULL_BATCH_MAX_ROWS = 2048
 
 
 def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
@@ -66,14 +75,14 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
         training inputs (discrete columns kept on observed values). At most the
         number of training rows is used; the number used is ``n_inducing_``.
     batch_size : int or None, default=None
-        Minibatch size (None: ``min(1024, n)``).
+        Minibatch size of the Adam path (None: ``min(1024, n)``).
     optimizer : {"auto", "lbfgs", "adam"}, default="auto"
         ``"lbfgs"``: L-BFGS on the full-data ELBO, every parameter at once
         (deterministic; typically a few hundred evaluations). ``"adam"``: minibatch
         natural-gradient steps on :math:`q(v)` and Adam on the rest. ``"auto"``
-        takes L-BFGS when the training set fits in one batch (``n <= batch size``,
-        i.e. ``n <= 1024`` by default) and minibatches beyond. The choice made is
-        ``optimizer_``.
+        takes L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` (2048) training rows, or when
+        a given ``batch_size`` holds them all, and minibatches beyond. The choice made
+        is ``optimizer_``.
     max_iter : int or None, default=None
         Maximum optimisation steps per binary problem (None: L-BFGS 1000 iterations;
         Adam at least 1000 steps and 20 epochs).
@@ -207,14 +216,14 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
         return ()
 
     def _resolve_optimizer(self, n: int, batch_size: int | None) -> str:
-        """``optimizer``, with ``"auto"`` → L-BFGS when one batch holds all ``n`` rows.
+        """``optimizer``, with ``"auto"`` → L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` rows (no
+        ``batch_size``) or when ``batch_size`` holds all ``n`` rows.
 
         (L-BFGS with a batch smaller than ``n`` is refused by :func:`fit_svgp`.)
         """
         if self.optimizer != "auto":
             return self.optimizer
-        full_batch = min(n, DEFAULT_BATCH_SIZE) if batch_size is None else batch_size
-        return "lbfgs" if full_batch >= n else "adam"
+        return "lbfgs" if (n <= FULL_BATCH_MAX_ROWS if batch_size is None else batch_size >= n) else "adam"
 
     # -------------------------------------------------------------------- fit
     @atomic_fit
@@ -249,6 +258,8 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
             self.n_inducing_ = min(int(self.n_inducing), n)
             batch_size = None if self.batch_size is None else min(self.batch_size, n)
             self.optimizer_ = self._resolve_optimizer(n, batch_size)
+            if self.optimizer_ == "lbfgs" and batch_size is None:
+                batch_size = n  # the full-data ELBO
             targets = [codes == 1] if len(self.classes_) == 2 else [codes == k for k in range(len(self.classes_))]
             self.models_, self.posteriors_, self.fit_results_ = [], [], []
             for k, target in enumerate(targets):
