@@ -51,8 +51,8 @@ from .._scaling import column_scales, column_std, target_scale, varies
 from .._threads import thread_budget
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..presets import register_preset
-from ..sigp.cv import cross_validate
-from ..sigp.model import fit_grid
+from ..sigp.cv import cross_validate, out_of_fold_means
+from ..sigp.model import fit_one
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
 from ._base import _is_int, atomic_fit, sample_gaussian
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
@@ -200,8 +200,12 @@ class _SIGPBase(BaseEstimator):
         return torch.as_tensor(Xs, dtype=torch.float64)
 
     def _fit_sigp(self, X: torch.Tensor, Y: torch.Tensor, make_responses, score, make_folds,
-                  calibrate: bool = False) -> None:
+                  calibrate: bool = False, out_of_fold: bool = False) -> torch.Tensor | None:
         """Choose hyper-parameters by CV when any is not fixed, then fit on all data.
+
+        With ``out_of_fold``, returns the chosen hyper-parameters' out-of-fold means on the
+        CV folds (:func:`~hdgp.sigp.cv.out_of_fold_means`), or None where no usable folds
+        exist (a class with one row, a fold too small, a rank too large for a fold).
 
         ``make_folds()`` returns the CV folds; it is called only when there is something
         to choose or to calibrate, so fixed hyper-parameters need no CV-sized data.
@@ -266,18 +270,12 @@ class _SIGPBase(BaseEstimator):
                 elif calibrate:
                     self.variance_scale_ = variance_ratio
         best = self.best_params_
-        chosen = [r for r in responses if r[0] == best["response"]]
-        fits = fit_grid(
-            X, Y, chosen, lengthscales=[best["lengthscale"]], etas=[best["eta"]],
-            ranks=[best["rank"]], mean_penalties=[best.get("mean_penalty")], **options,
-        )
-        try:
-            _, self.model_ = next(fits)
-        except StopIteration:
+        self.model_ = fit_one(X, Y, responses, best, **options)
+        if self.model_ is None:
             raise ValueError(
                 f"rank={best['rank']} exceeds the numerical rank of the kernel matrix; "
                 "lower `rank` or the length-scale."
-            ) from None
+            )
         factor = self.model_.factor
         self.kernel_rank_, self.kernel_residual_ = factor.rank, factor.residual
         self.subspace_solver_ = (
@@ -301,6 +299,16 @@ class _SIGPBase(BaseEstimator):
             )
         self.n_iter_ = max(f.n_iter for f in self.model_.fits)
         self.log_likelihood_ = sum(f.objective[-1] for f in self.model_.fits)
+        if not out_of_fold:
+            return None
+        if not folds:
+            try:
+                folds = make_folds()
+            except ValueError:  # e.g. a class with one row: no stratified folds
+                return None
+        if min(len(train) for train, _ in folds) < max(_MIN_TRAIN_ROWS, best["rank"] + 1):
+            return None
+        return out_of_fold_means(X, Y, folds, make_responses, best, **options)
 
     def _latent(self, X, **options) -> tuple[torch.Tensor, torch.Tensor]:
         check_is_fitted(self, "model_")
@@ -575,7 +583,13 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     best_params_, cv_scores_, kernel_rank_, kernel_residual_, subspace_solver_, n_iter_, log_likelihood_
         As in :class:`SIGPRegressor`.
     temperature_ : float
-        Inverse temperature :math:`a` of the link :math:`p_k \propto \exp(a s_k)`.
+        Inverse temperature :math:`a` of the link :math:`p_k \propto \exp(a s_k)`, fitted by
+        maximum likelihood to held-out scores :math:`s`.
+    temperature_source_ : {"cross-validation", "leave-one-out"}
+        Where those scores come from: out-of-fold means of the chosen hyper-parameters on
+        the CV folds, or (no usable folds, e.g. a class with one row) leave-one-out means of
+        the full fit, which still owe something to each row's label through the subspace
+        and are over-confident on small data.
     """
 
     def __init__(
@@ -651,8 +665,12 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
             return list(StratifiedKFold(n_splits, shuffle=shuffle, random_state=self.random_state).split(X, codes))
 
         with thread_budget(X.shape[0]):
-            self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds)
-            self.temperature_ = self._fit_temperature(self._scores_matrix(self.model_.loo_mean(Y)), codes)
+            held_out = self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds, out_of_fold=True)
+            if held_out is None or torch.isnan(held_out).any():
+                held_out, self.temperature_source_ = self.model_.loo_mean(Y), "leave-one-out"
+            else:
+                self.temperature_source_ = "cross-validation"
+            self.temperature_ = self._fit_temperature(self._scores_matrix(held_out), codes)
         return self
 
     @staticmethod

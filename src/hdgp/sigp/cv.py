@@ -15,9 +15,9 @@ from typing import Callable
 import numpy as np
 import torch
 
-from .model import fit_grid
+from .model import fit_grid, fit_one
 
-__all__ = ["cross_validate"]
+__all__ = ["cross_validate", "out_of_fold_means"]
 
 
 def _key(params: dict) -> tuple:
@@ -91,3 +91,21 @@ def cross_validate(
     best_key = max((k for k in order if k in complete), key=lambda k: complete[k])
     n_held_out = sum(len(val) for _, val in folds) * Y.shape[1]
     return dict(best_key), complete, sq_residuals[best_key] / n_held_out
+
+
+def out_of_fold_means(X: torch.Tensor, Y: torch.Tensor, folds, make_responses, params: dict,
+                      **options) -> torch.Tensor | None:
+    """Predictive means of hyper-parameters ``params`` for every row, each from the fit on the
+    folds that held it out, (n, k); rows in no validation fold are NaN.
+
+    Unlike leave-one-out means of the full-data fit, they owe nothing to the row's own label
+    through the subspace (estimated from every label) or the mean function. None when
+    ``params``' rank cannot be fitted on some training fold. ``options``: as :func:`cross_validate`.
+    """
+    out = torch.full_like(Y, float("nan"))
+    for train, val in folds:
+        model = fit_one(X[train], Y[train], make_responses(Y[train]), params, **options)
+        if model is None:
+            return None
+        out[val] = model.predict_from(model.features(X[val]), X[val])[0]
+    return out

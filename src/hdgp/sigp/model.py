@@ -37,7 +37,7 @@ from .em import EMResult, fit_constant_mean, fit_em
 from .lowrank import KernelFactor, pivoted_cholesky
 from .subspace import PencilSolver, reduced_pencil
 
-__all__ = ["SIGPModel", "linear_mean_basis", "fit_grid"]
+__all__ = ["SIGPModel", "linear_mean_basis", "fit_grid", "fit_one"]
 
 
 def linear_mean_basis(X: torch.Tensor) -> torch.Tensor:
@@ -212,3 +212,13 @@ def fit_grid(
                     if lam is not None:
                         params["mean_penalty"] = lam
                     yield params, SIGPModel(factor, coef, feature_mean, fits, X, basis)
+
+
+def fit_one(X: torch.Tensor, Y: torch.Tensor, responses: list, params: dict, **options) -> SIGPModel | None:
+    """SIGP at one hyper-parameter setting ``params`` (as :func:`fit_grid` yields them, with
+    ``response`` the key of one of ``responses``); None when its rank exceeds the numerical
+    rank of the kernel factor. ``options``: the fitting options of :func:`fit_grid`."""
+    chosen = [r for r in responses if r[0] == params["response"]]
+    fits = fit_grid(X, Y, chosen, lengthscales=[params["lengthscale"]], etas=[params["eta"]], ranks=[params["rank"]],
+                    mean_penalties=[params.get("mean_penalty")], **options)
+    return next(fits, (None, None))[1]
