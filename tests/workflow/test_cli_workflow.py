@@ -248,3 +248,13 @@ def test_codes_with_leading_zeros_are_read_as_written_at_predict(tmp_path):
     encoded = schema.encode(pd.DataFrame({"code": ["007", "42.0"], "x": [0.0, 0.0]}))
     assert encoded.filter(like="code").to_numpy().argmax(1).tolist() == [schema.levels["code"].index("7"),
                                                                          schema.levels["code"].index("42")]
+
+
+def test_a_column_name_with_a_comma_can_be_dropped_whole(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=40)
+    pd.DataFrame({"size, m2": rng.normal(size=40), "x": x, "y": 2 * x}).to_csv(tmp_path / "t.csv", index=False)
+    result = _run("fit", tmp_path / "t.csv", "-t", "y", "-m", "rbf-ard", "--drop", "size, m2", *FAST_GP, "--quiet",
+                  "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 0, result.output
+    assert hdgp.load(tmp_path / "m.hdgp").schema.features == ["x"]

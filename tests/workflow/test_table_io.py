@@ -53,6 +53,29 @@ def test_repeated_header_and_semicolon_files_are_named(tmp_path):
     (tmp_path / "semi.csv").write_text("a;b;y\n1;2;3\n4;5;6\n")
     with pytest.raises(TableError, match="separated by semicolons"):
         read_table(tmp_path / "semi.csv")
+    (tmp_path / "spaces.txt").write_text("a b y\n1 2 3\n4 5 6\n")
+    with pytest.raises(TableError, match="separated by spaces or tabs"):
+        read_table(tmp_path / "spaces.txt")
+
+
+def test_compressed_csv_reads_like_the_plain_file(tmp_path):
+    frame = _frame()
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    frame.to_csv(tmp_path / "t.csv.gz", index=False)
+    pd.testing.assert_frame_equal(read_table(tmp_path / "t.csv.gz"), read_table(tmp_path / "t.csv"))
+    (tmp_path / "t.xlsx.gz").write_bytes(b"x")
+    with pytest.raises(TableError, match="possibly compressed"):
+        read_table(tmp_path / "t.xlsx.gz")
+
+
+def test_a_file_without_a_header_row_is_named_as_such(tmp_path):
+    (tmp_path / "nohdr.csv").write_text("0.5,1.25,3\n0.1,2.0,4\n0.3,1.0,5\n")
+    frame = read_table(tmp_path / "nohdr.csv")
+    with pytest.raises(TableError, match="first row holds only numbers.*needs a header row"):
+        TableSchema.infer(frame, "y")
+    with pytest.raises(TableError) as info:  # a real header: no such hint
+        TableSchema.infer(_frame(), "price")
+    assert "header" not in str(info.value)
 
 
 def test_inference_of_column_kinds_and_overrides():

@@ -34,6 +34,16 @@ _SHOW = 5  # rows / values quoted in error messages
 
 #: File suffix -> table format, for reading and writing.
 TABLE_FORMATS = {".csv": "csv", ".txt": "csv", ".tsv": "tsv", ".parquet": "parquet", ".pq": "parquet"}
+#: Compression suffixes pandas undoes when reading a CSV/TSV (``data.csv.gz``).
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+def _table_kind(path: Path) -> str | None:
+    """``"csv"``, ``"tsv"`` or ``"parquet"`` from the file name (``.csv.gz`` is a CSV), else None."""
+    suffixes = [s.lower() for s in path.suffixes]
+    if len(suffixes) >= 2 and suffixes[-1] in _COMPRESSED and TABLE_FORMATS.get(suffixes[-2]) in ("csv", "tsv"):
+        return TABLE_FORMATS[suffixes[-2]]
+    return TABLE_FORMATS.get(path.suffix.lower())
 
 
 class TableError(ValueError):
@@ -60,7 +70,8 @@ def _suggest(name: str, choices) -> str:
 
 
 def read_table(path, text_columns=()) -> pd.DataFrame:
-    """Read a CSV (``.csv``, ``.txt``), TSV (``.tsv``) or Parquet (``.parquet``, ``.pq``) file.
+    """Read a CSV (``.csv``, ``.txt``), TSV (``.tsv``) or Parquet (``.parquet``, ``.pq``) file;
+    CSV and TSV files may be compressed (``.csv.gz``, ``.tsv.bz2``, ...).
 
     ``text_columns`` (e.g. a model's categorical columns) are read from CSV/TSV as text, as
     written: a code ``007`` stays ``"007"`` even when no cell of this file has a letter.
@@ -71,9 +82,10 @@ def read_table(path, text_columns=()) -> pd.DataFrame:
         The file is missing, empty, of an unknown type or cannot be parsed.
     """
     path = Path(path)
-    kind = TABLE_FORMATS.get(path.suffix.lower())
+    kind = _table_kind(path)
     if kind is None:
-        raise TableError(f"Cannot read {path}: use a .csv, .tsv or .parquet file (got {path.suffix or 'no extension'!r}).")
+        raise TableError(f"Cannot read {path}: use a .csv, .tsv or .parquet file, CSV/TSV possibly compressed "
+                         f"(.csv.gz), got {path.suffix or 'no extension'!r}.")
     if not path.is_file():
         raise TableError(f"Data file {path} does not exist.")
     if path.stat().st_size == 0:
@@ -94,9 +106,10 @@ def read_table(path, text_columns=()) -> pd.DataFrame:
                          f"{kind.upper()} file with one header row.{hint}") from exc
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise TableError(f"Data file {path} has no data rows (only a header, or nothing).")
-    if frame.shape[1] == 1 and ";" in str(frame.columns[0]):
+    if frame.shape[1] == 1 and (";" in str(frame.columns[0]) or len(str(frame.columns[0]).split()) > 1):
+        separator = "semicolons" if ";" in str(frame.columns[0]) else "spaces or tabs"
         raise TableError(f"Data file {path} has one column named {frame.columns[0]!r}: it looks separated by "
-                         "semicolons. Save it comma-separated (or tab-separated as .tsv).")
+                         f"{separator}. Save it comma-separated (or tab-separated as .tsv).")
     # pandas renames a repeated CSV header ('a', 'a.1'); the header row itself tells
     names = _csv_header(path, kind) if kind != "parquet" else list(frame.columns)
     names = [str(c).strip() for c in names]
@@ -390,8 +403,12 @@ class TableSchema:
                              "rename them so that every column name is unique.")
         for name, what in [(target, "target")] + [(c, "--categorical") for c in categorical] + [(c, "--drop") for c in drop]:
             if name not in columns:
+                headless = len(columns) > 1 and pd.to_numeric(pd.Series(columns), errors="coerce").notna().all()
+                hint = (" The first row holds only numbers: it looks like data, and the file needs a header "
+                        "row naming the columns." if headless else "")
                 raise TableError(f"The {what} column {name!r} is not in the table.{_suggest(name, columns)} "
-                                 f"Columns are: {', '.join(map(repr, columns))}.")
+                                 f"Columns are: {', '.join(map(repr, columns[:20]))}"
+                                 f"{f' and {len(columns) - 20} more' if len(columns) > 20 else ''}.{hint}")
         if target in drop or target in categorical:
             raise TableError(f"The target column {target!r} cannot also be dropped or declared categorical.")
         features = [c for c in columns if c != target and c not in drop]

@@ -21,9 +21,11 @@ _MODEL_HELP = ("Model: auto, oak, additive, dpa-gp-ard, sigp, rbf-ard or any nam
                "oak-classifier, gp-classifier, sigp-classifier.")
 
 
-def _columns(values) -> list[str]:
-    """``--categorical a,b --categorical c`` → ``["a", "b", "c"]``."""
-    return [c.strip() for v in values for c in v.split(",") if c.strip()]
+def _columns(values, table_columns=()) -> list[str]:
+    """``--categorical a,b --categorical c`` → ``["a", "b", "c"]``; a value that is itself a column
+    of the table (``--drop "size, m2"``) is kept whole."""
+    known = {str(c) for c in table_columns}
+    return [c.strip() for v in values for c in ([v] if v.strip() in known else v.split(",")) if c.strip()]
 
 
 def _params(values) -> dict:
@@ -156,7 +158,8 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
         frame = read_table(data)
-        tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical), drop=_columns(drop),
+        tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
+                       drop=_columns(drop, frame.columns),
                        drop_missing=drop_missing, test_size=test_size, random_state=random_state,
                        params=_params(params), progress=_progress(quiet),
                        verbose=not quiet and not as_json)
