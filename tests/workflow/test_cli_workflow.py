@@ -94,7 +94,7 @@ def test_diabetes_fit_predict_explain_json(files, diabetes_fit):
     assert "not an orthogonal additive model" in html and "coverage of 95 % intervals" in html
 
 
-def test_categorical_csv_with_oak(files, regions_fit):
+def test_categorical_csv_with_oak(files, regions_fit, diabetes_fit):
     model, stdout = regions_fit
     assert "OAK predicting 'target'" in stdout and "(1 categorical)" in stdout
     assert "Held-out (20 rows)" in stdout
@@ -119,6 +119,11 @@ def test_categorical_csv_with_oak(files, regions_fit):
     html = (files / "report_r" / "report.html").read_text()
     assert "class='sobol'" in html and "region" in html and html.count("class='component'") >= 3
     assert (files / "report_r" / "component_01.png").stat().st_size > 1000
+    # an RBF-ARD report into the same folder removes the OAK figures it does not draw, nothing else
+    (files / "report_r" / "notes.png").write_bytes(b"mine")
+    result = _run("explain", diabetes_fit[0], "-o", files / "report_r", "--quiet")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (files / "report_r").iterdir()) == ["calibration.png", "notes.png", "report.html"]
 
 
 @pytest.mark.parametrize("content, args, message", [

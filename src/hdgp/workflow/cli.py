@@ -310,7 +310,7 @@ def explain(model_file, top, output, as_json, quiet):
     from .report import report_data, write_report
 
     tm = _load_table_model(model_file)
-    _progress(quiet)(f"writing the report for {tm.metadata.get('model')} to {output}/")
+    _progress(quiet)(f"writing the report for {tm.metadata.get('model')} to {str(output).rstrip('/')}/")
     try:
         path = write_report(tm, output, top=top)
     except (OSError, ValueError) as exc:

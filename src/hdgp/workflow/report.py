@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
 from pathlib import Path
 
 import numpy as np
@@ -278,6 +279,10 @@ def _figures(tm, top: int) -> dict:
     return figures
 
 
+#: The names of the figures :func:`write_report` writes.
+_FIGURE_NAME = re.compile(r"component_\d{2}\.png|calibration\.png|reliability\.png|cumulative_sobol\.png")
+
+
 def write_report(tm, output_dir, *, top: int = 10, title: str | None = None) -> Path:
     """Write ``report.html`` (self-contained) and its PNG figures into ``output_dir``.
 
@@ -286,7 +291,9 @@ def write_report(tm, output_dir, *, top: int = 10, title: str | None = None) -> 
     tm : hdgp.workflow.TabularModel
     output_dir : str or Path
         Created if needed. Every file is written to a temporary name first and
-        renamed, so a failure leaves no half-written file.
+        renamed, so a failure leaves no half-written file. Figures of an earlier
+        report in the folder that this one does not draw are removed (only files
+        named as this function names them).
     top : int, default=10
         Number of Sobol terms listed and components plotted (at most 12 plots).
 
@@ -311,4 +318,7 @@ def write_report(tm, output_dir, *, top: int = 10, title: str | None = None) -> 
     for name, png in figures.items():
         write_bytes_atomic(out / name, png)
     write_bytes_atomic(out / "report.html", page.encode("utf-8"))
+    for stale in out.glob("*.png"):
+        if _FIGURE_NAME.fullmatch(stale.name) and stale.name not in figures:
+            stale.unlink()
     return out / "report.html"
