@@ -33,6 +33,14 @@ def test_restored_database_reproduces_the_report_and_resumes(tiny_protocol, prot
     assert new.loc[new.model == "Linear", "hyperparameters"].map(lambda h: "n_iter_" in h).all()
     failed = new[new.status == "failed"].iloc[0]
     assert failed.model == "Broken" and "max_iter" in failed.error
+    # the report re-rendered from the restored database keeps its libraries and machine lines
+    again = tmp_path / "again"
+    make_report(path, db=fresh, out_dir=again, plots=False)
+    header = [line for line in (report / "report.md").read_text().splitlines()
+              if line.startswith(("Libraries:", "Machine:"))]
+    assert len(header) == 2
+    assert header == [line for line in (again / "report.md").read_text().splitlines()
+                      if line.startswith(("Libraries:", "Machine:"))]
 
     # restoring again adds nothing; a run on the restored database only does what is missing
     assert restore_store("tiny", report, fresh) == {"tasks": 0, "kept": 3, "runs": 0}

@@ -8,13 +8,16 @@ OAK truncation curves, which then stay empty) and ``runs.csv`` (the ``bench run`
 :func:`restore_store` reads them back so that a fresh clone can extend a table
 (``bench run`` skips the restored tasks) and re-render its report without
 recomputing anything. Older report folders without ``runs.csv`` still give
-their commands through the "Produced by" block of ``report.md``.
+their commands through the "Produced by" block of ``report.md``, and the library
+versions and machine of the restored tasks come from its "Libraries:" and
+"Machine:" lines, so a re-rendered report keeps them.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -76,6 +79,20 @@ def _report_commands(report_md: Path) -> list[str]:
     return commands
 
 
+def _report_environment(report_md: Path) -> dict:
+    """``versions`` and ``machine`` of a report's header lines (what :func:`make_report` wrote from them)."""
+    out = {}
+    if not report_md.is_file():
+        return out
+    for line in report_md.read_text().splitlines():
+        if line.startswith("Libraries: "):
+            pairs = (item.split(" ", 1) for item in line[len("Libraries: "):].rstrip(".").split(", "))
+            out["versions"] = {k: v for k, v in (p for p in pairs if len(p) == 2)}
+        elif match := re.match(r"Machine: (.*), (\d+) usable cores;", line):
+            out["machine"] = {"platform": match.group(1), "cores": int(match.group(2))}
+    return out
+
+
 def _run_records(folder: Path) -> list[dict]:
     runs_csv = folder / "runs.csv"
     if runs_csv.is_file():
@@ -111,6 +128,10 @@ def restore_store(protocol: str, folder, db) -> dict:
         raise FileNotFoundError(f"No {str(tasks_csv)!r} to restore from; run `hdgp bench report {protocol}` "
                                 "where the results are, or pass --from.")
     records = _task_records(pd.read_csv(tasks_csv), protocol)
+    environment = _report_environment(folder / "report.md")
+    for record in records:
+        for key, value in environment.items():
+            record.setdefault(key, value)
     runs = _run_records(folder)
     with ResultStore(db, writer=True) as store:
         present = store.status(protocol)
