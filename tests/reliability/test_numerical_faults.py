@@ -43,6 +43,25 @@ def test_rank_deficient_matrix_gets_jitter_with_a_warning():
     torch.testing.assert_close(L @ L.T, K + jitter * torch.eye(6, dtype=K.dtype))
 
 
+def test_jitter_at_an_optimisers_trial_point_is_silent_the_fitted_models_is_reported(monkeypatch):
+    """During training every factorisation that needs jitter is an optimiser's trial point, most
+    of them left behind; only the fitted model's own factorisation (the posterior) warns."""
+    real, calls = linalg_module._cholesky_ex, {"n": 0}
+
+    def fail_every_first_try(A):  # every matrix needs jitter
+        calls["n"] += 1
+        L, info = real(A)
+        return (L, 1) if calls["n"] % 2 == 1 else (L, info)
+
+    monkeypatch.setattr(linalg_module, "_cholesky_ex", fail_every_first_try)
+    est = cheap_preset("RBF-ARD", max_iter=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est.fit(X, Y)
+    jitter = [w for w in caught if issubclass(w.category, NumericalWarning) and "jitter" in str(w.message)]
+    assert len(jitter) == 1 and est.posterior_.jitter > 0 and calls["n"] > 4
+
+
 def test_indefinite_matrix_beyond_the_jitter_cap_raises_a_clear_error():
     K = torch.diag(torch.tensor([1.0, 1.0, -0.5], dtype=torch.float64))
     with pytest.raises(NotPositiveDefiniteError, match="not positive definite even with jitter"):

@@ -140,7 +140,9 @@ class _NegLogMarginalLikelihood(torch.autograd.Function):
     @staticmethod
     def forward(ctx, K, scale, noise, r, profile: bool):
         n = r.shape[0]
-        L, _ = robust_cholesky(_noisy_matrix(K, scale, noise))
+        # jitter at an optimiser's trial point is no news for the user (most are left behind);
+        # the fitted model's own factorisation (posterior) warns when it needs jitter
+        L, _ = robust_cholesky(_noisy_matrix(K, scale, noise), warn=False)
         r = r.detach()
         if profile:  # one solve with two right-hand sides: K_y^{-1} r and K_y^{-1} 1
             a, b = torch.cholesky_solve(torch.stack([r, torch.ones_like(r)], dim=-1), L).unbind(-1)
