@@ -251,6 +251,16 @@ def _frame_data(n=60, seed=0):
     return rng, a, c, a + 2 * (c == "u")
 
 
+def test_an_array_after_a_dataframe_fit_holds_level_values_not_codes():
+    _, a, c, y = _frame_data()
+    frame = pd.DataFrame({"a": a, "c": c})
+    est = OAKRegressor(max_order=2, max_iter=5, random_state=0).fit(frame, y)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):  # scikit-learn's, kept
+        np.testing.assert_array_equal(est.predict(frame.to_numpy()), est.predict(frame))
+    with pytest.raises(ValueError, match=r"Column 'c' has levels \['1.0'\] not seen during fit \(known: u, v, w\)"):
+        est.predict(np.array([[0.1, 1.0]]))  # a code is not a level
+
+
 def test_text_columns_are_found_by_position_whatever_their_label_type():
     """Integer column labels: the category column used to be read as a continuous code."""
     _, a, c, y = _frame_data()

@@ -100,7 +100,10 @@ def test_screenshot_shows_the_figures(report, tmp_path):
 
     path, _ = report
     shot = tmp_path / "shot.png"
-    result = _chromium("--window-size=1200,2600", f"--screenshot={shot}", path.resolve().as_uri())
+    # the virtual time budget lets the page finish decoding its images before the shot (without it
+    # a busy machine sometimes got a page with the figures still blank)
+    result = _chromium("--window-size=1200,2600", "--virtual-time-budget=10000", f"--screenshot={shot}",
+                       path.resolve().as_uri())
     assert shot.exists(), result.stderr[-2000:]
     pixels = mpimg.imread(shot)[..., :3]
     assert pixels.shape[0] >= 2000

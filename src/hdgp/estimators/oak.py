@@ -245,11 +245,19 @@ class OAKRegressor(BaseGPRegressor):
         labels in column order (None for arrays), so a column is found by position whatever
         its label's type. Missing values in such a column are refused: a code for them would
         be a hidden level.
+
+        An array given to a model fitted on such a DataFrame is read the same way, by
+        position: its cells are level values (``"eu"``), not the codes, which are internal.
         """
         if not isinstance(X, pd.DataFrame):
             if fit:
                 self.frame_levels_, self.frame_columns_ = {}, None
-            return X
+                return X
+            columns = getattr(self, "frame_columns_", None)
+            if not self.frame_levels_ or columns is None or np.ndim(X) != 2 or np.shape(X)[1] != len(columns):
+                return X  # validate_data reports a shape mismatch
+            # back to an array, so that scikit-learn still warns that the array has no feature names
+            return self._encode_frame(pd.DataFrame(np.asarray(X, dtype=object), columns=columns), fit=False).to_numpy()
         if fit:
             self.frame_columns_ = list(X.columns)
             self.frame_levels_ = {
