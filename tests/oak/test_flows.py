@@ -123,3 +123,13 @@ def test_heavily_skewed_standardised_feature_does_not_overflow():
     assert np.isfinite(z).all() and abs(z.std() - 1) < 0.1
     # far less skewed than the raw column (sinh-arcsinh cannot fully undo a bounded-below tail)
     assert abs(scipy.stats.skew(z[:, 0])) < 0.15 * scipy.stats.skew(x[:, 0])
+
+
+def test_astronomical_inputs_warp_to_infinity_without_a_runtime_warning():
+    import warnings
+
+    flow = SinhArcsinhFlow().fit(data())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        z = flow.transform(np.array([[1e300, 1e300, 1e300], [-1e300, -1e300, -1e300]]))
+    assert (np.abs(z[:, 1:]) > 1e10).all() and np.isinf(z).any() and (np.sign(z[:, 1:]) == [[1], [-1]]).all()
