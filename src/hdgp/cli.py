@@ -10,6 +10,7 @@ import json
 import click
 
 from . import __version__
+from ._click import ListOption, split_list
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +32,7 @@ def main():
 @main.command()
 @click.option("--dataset", default="diabetes", show_default=True, help="Data set name (see `hdgp datasets`).")
 @click.option("--split", default=0, show_default=True, help="Train/test split index.")
-@click.option("--models", multiple=True, help="Preset names to fit (repeatable; default: the demo set).")
+@click.option("--models", cls=ListOption, help="Preset names to fit (--models A B, A,B or repeated; default: the demo set).")
 @click.option("-o", "--output", default="hdgp-demo-output", show_default=True, help="Folder for the plot.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON.")
 @click.option("--quiet", is_flag=True, help="No progress bar.")
@@ -44,7 +45,7 @@ def demo(dataset, split, models, output, as_json, quiet):
     from .demo import DEMO_MODELS, run_demo
 
     try:
-        rows = run_demo(dataset, split, models or DEMO_MODELS, output, progress=not quiet)
+        rows = run_demo(dataset, split, split_list(models) or DEMO_MODELS, output, progress=not quiet)
     except (ValueError, FileNotFoundError, OSError) as exc:
         raise click.ClickException(str(exc)) from None
     if as_json:

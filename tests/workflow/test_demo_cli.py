@@ -18,6 +18,13 @@ def test_demo_fits_the_named_models_and_writes_the_plot(tmp_path):
     assert (tmp_path / "out" / "predictions.png").is_file()
 
 
+@pytest.mark.parametrize("models", [["Linear,GAM"], ["Linear", "GAM"], ["Linear", "--models", "GAM"]])
+def test_demo_models_take_a_list_as_bench_does(tmp_path, models):
+    result = _demo(tmp_path, "--models", *models, "--json")
+    assert result.exit_code == 0, result.output
+    assert '"model": "Linear"' in result.output and '"model": "GAM"' in result.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["--models", "RBF-ARD", "--models", "RBFARD"], "'RBFARD' is not a preset. Did you mean 'RBF-ARD'?"),
     (["--models", "GP-classifier"], "'GP-classifier' is a classifier"),

@@ -11,44 +11,9 @@ import sys
 
 import click
 
+from .._click import ListOption, split_list
+
 __all__ = ["bench"]
-
-
-def _split_multi(values) -> list[str]:
-    """Accept ``--models A B`` (extra args), ``--models A --models B`` and ``--models A,B``.
-
-    A quoted word stays one name, so labels with spaces work (``--models "DPA-GP-ARD J=5"``).
-    """
-    out = []
-    for v in values or ():
-        out += [p.strip() for p in v.split(",") if p.strip()]
-    return out
-
-
-class _Greedy(click.Option):
-    """An option that takes every following word up to the next option (``--models RBF-ARD GAM``)."""
-
-    def __init__(self, *args, **kwargs):
-        kwargs.setdefault("multiple", True)
-        super().__init__(*args, **kwargs)
-
-    def add_to_parser(self, parser, ctx):
-        result = super().add_to_parser(parser, ctx)
-        for name in self.opts:
-            opt = parser._long_opt.get(name) or parser._short_opt.get(name)
-            if opt is None:
-                continue
-            original = opt.process
-
-            def process(value, state, _original=original):
-                values = [value]
-                while state.rargs and not state.rargs[0].startswith("-"):
-                    values.append(state.rargs.pop(0))
-                for v in values:
-                    _original(v, state)
-
-            opt.process = process
-        return result
 
 
 def _command_line() -> str:
@@ -77,10 +42,10 @@ def list_protocols():
 
 @bench.command("run")
 @click.argument("protocol")
-@click.option("--datasets", cls=_Greedy, help="Data sets to run (default: all of the protocol).")
-@click.option("--models", cls=_Greedy, help="Model labels to run (default: all registered ones).")
-@click.option("--splits", cls=_Greedy, help="Split indices (default: the protocol's).")
-@click.option("--seeds", cls=_Greedy, help="Model seeds (default: the protocol's).")
+@click.option("--datasets", cls=ListOption, help="Data sets to run (default: all of the protocol).")
+@click.option("--models", cls=ListOption, help="Model labels to run (default: all registered ones).")
+@click.option("--splits", cls=ListOption, help="Split indices (default: the protocol's).")
+@click.option("--seeds", cls=ListOption, help="Model seeds (default: the protocol's).")
 @click.option("--workers", type=int, default=None,
               help="Local worker processes (default: cores // threads; 0 runs in this process).")
 @click.option("--threads", type=int, default=1, show_default=True, help="Torch threads per task.")
@@ -102,13 +67,13 @@ def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_sc
     from .store import StoreError
 
     try:
-        split_list = [int(s) for s in _split_multi(splits)]
-        seed_list = [int(s) for s in _split_multi(seeds)]
+        split_indices = [int(s) for s in split_list(splits)]
+        seed_list = [int(s) for s in split_list(seeds)]
     except ValueError as exc:
         raise click.BadParameter(f"splits and seeds must be integers ({exc}).") from None
     try:
-        summary = run_protocol(protocol, datasets=_split_multi(datasets), models=_split_multi(models),
-                               splits=split_list, seeds=seed_list, workers=workers, threads=threads,
+        summary = run_protocol(protocol, datasets=split_list(datasets), models=split_list(models),
+                               splits=split_indices, seeds=seed_list, workers=workers, threads=threads,
                                dask_scheduler=dask_scheduler, db=db, retry_failed=retry_failed, rerun=rerun,
                                data_dir=data_dir, progress=not no_progress, command=_command_line(),
                                warn_skipped=False)
