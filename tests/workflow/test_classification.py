@@ -214,6 +214,9 @@ def test_cli_fit_predict_explain_binary(cancer):
     truth = pd.read_csv(cancer / "cancer.csv")["diagnosis"]
     assert set(pred["label"]) <= {"benign", "malignant"} and (pred["label"] == truth).mean() > 0.8
     np.testing.assert_allclose(pred["proba_benign"] + pred["proba_malignant"], 1.0, atol=1e-9)
+    result = _run("predict", model, cancer / "cancer.csv", "-o", cancer / "p2.csv", "--level", "0.9")
+    assert result.exit_code == 2 and "--level sets the interval of a regression model" in result.output
+    assert not (cancer / "p2.csv").exists()
 
     result = _run("explain", model, "-o", cancer / "report", "--json")
     assert result.exit_code == 0, result.output

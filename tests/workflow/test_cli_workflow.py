@@ -132,6 +132,7 @@ def test_categorical_csv_with_oak(files, regions_fit, diabetes_fit):
     ("a,b,y\n1,,3\n4,5,6\n" + "1,2,3\n" * 10, ["-t", "y"], r"missing values in column\(s\) 'b' \(rows 1\)"),
     ("", ["-t", "y"], "is empty"),
     ("a,b,y\n" + "1,2,3\n" * 10, ["-t", "y"], "has 1 distinct value"),
+    ("a,b,y\n1,2,3\n", ["-t", "y"], "The table has 1 complete data row"),
     ("state,y\n" + "".join(f"s{i},{i}\n" for i in range(60)), ["-t", "y"],
      "Drop it with --drop state, or declare it categorical with --categorical state"),
 ])

@@ -427,6 +427,8 @@ class TableSchema:
                                 f"(missing cells per column: {', '.join(columns)}; {_READ_AS_MISSING} count as "
                                 "missing)."]
         _check_missing(used, training=True)
+        if len(used) < 2:
+            raise TableError(f"The table has {len(used)} complete data row; a model needs several to learn from.")
         notes, left_out = _columns_left_out(frame[features], used[features], categorical)
         notes = dropped_rows + notes
         if left_out:

@@ -224,7 +224,8 @@ def _echo_selection(rows, task: str) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Predictions file (.csv, .tsv or .parquet; .txt and .pq as .csv and .parquet).")
 @click.option("--id-column", default=None, help="Column copied to the predictions to identify rows.")
-@click.option("--level", default=0.95, show_default=True, type=float, help="Probability of the central interval.")
+@click.option("--level", default=0.95, show_default=True, type=float,
+              help="Probability of the central interval (regression models).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
 def predict(model_file, data, output, id_column, level, as_json, quiet):
@@ -249,6 +250,9 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
     _output_ok(out, "predictions", tuple(TABLE_FORMATS), inputs=(data, model_file))
     say = _progress(quiet)
     tm = _load_table_model(model_file)
+    if tm.task == "classification" and click.get_current_context().get_parameter_source("level").name != "DEFAULT":
+        raise click.UsageError(f"--level sets the interval of a regression model; {model_file} is a classifier, "
+                               "whose predictions are class probabilities.")
     try:
         frame = read_table(data, text_columns=tm.schema.categorical)
         say(f"predicting {tm.target!r} for {len(frame)} rows with {tm.metadata.get('model')}")
