@@ -245,8 +245,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     progress(f"fitted {name} in {seconds:.1f} s")
     if selection is not None and schema.task != "classification":
         factor = next(r for r in selection if r["selected"])["val_variance_ratio"]
+        own = getattr(est, "variance_scale_", 1.0)
         est.scale_variance(factor)
-        progress(f"predictive variance × {factor:.3g} (its calibration on the validation rows)")
+        progress(f"predictive variance × {factor:.3g} (its calibration on the validation rows)"
+                 + (f", × {est.variance_scale_:.3g} with the model's own factor {own:.3g}" if own != 1.0 else ""))
     meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
             "selection": selection,
             "random_state": random_state, "test_size": test_size,

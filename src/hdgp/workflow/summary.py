@@ -163,7 +163,8 @@ def summarize(est, *, header: bool = True) -> str:
         lines.append("  class weights on the probabilities: "
                      + ", ".join(f"{c} {w:.3g}" for c, w in q["class_weights"].items()))
     if "variance_scale" in q:
-        lines.append(f"  predictive variance × {q['variance_scale']:.3g} (calibration factor, variance_scale_)")
+        lines.append(f"  predictive variance × {q['variance_scale']:.3g} (product of its calibration factors, "
+                     "variance_scale_)")
     if "best_params" in q:
         lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
     if "log_marginal_likelihood" in q:
