@@ -264,3 +264,21 @@ def test_a_column_name_with_a_comma_can_be_dropped_whole(tmp_path):
                   "-o", tmp_path / "m.hdgp")
     assert result.exit_code == 0, result.output
     assert hdgp.load(tmp_path / "m.hdgp").schema.features == ["x"]
+
+
+def test_report_components_of_a_date_column_have_calendar_dates_on_their_axis():
+    from hdgp.workflow import fit_table
+    from hdgp.workflow.report import _component_figure
+
+    rng = np.random.default_rng(0)
+    when = pd.Timestamp("2020-01-01") + pd.to_timedelta(rng.integers(0, 1000, 80), unit="D")
+    days = (when - pd.Timestamp("2020-01-01")).days.to_numpy()
+    frame = pd.DataFrame({"when": when.strftime("%Y-%m-%d"), "x": rng.normal(size=80)})
+    frame["y"] = np.sin(days / 150) + frame.x
+    tm = fit_table(frame, "y", model="oak", params={"max_iter": 10, "max_order": 1})
+    assert tm.schema.kinds["when"] == "datetime"
+    fig = _component_figure(tm, ("when",))
+    fig.canvas.draw()
+    ax = next(a for a in fig.axes if a.get_xlabel() == "when")
+    labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
+    assert labels and all(re.fullmatch(r"20\d\d-\d\d-\d\d", t) for t in labels), labels

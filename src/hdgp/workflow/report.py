@@ -95,8 +95,23 @@ def _component_figure(tm, term: tuple):
     # a classifier's components add up to the latent function of its second class (the estimator
     # sees class codes; the table's schema names them)
     target = f"latent f of {tm.target} = {tm.schema.classes[1]}" if tm.task == "classification" else tm.target
-    return plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
-                           level_labels=lambda name, values: _tick_labels(tm, name, values))
+    fig = plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
+                          level_labels=lambda name, values: _tick_labels(tm, name, values))
+    _calendar_axes(fig, tm)
+    return fig
+
+
+def _calendar_axes(fig, tm) -> None:
+    """Dates, not the days since 1970 that the model sees, on the axes of date columns (found by
+    their axis labels, which :func:`~hdgp.plotting.plot_components` sets to the feature names)."""
+    from matplotlib.ticker import FuncFormatter
+
+    calendar = FuncFormatter(lambda days, _: str(np.datetime64(int(round(days)), "D")))
+    for ax in fig.axes:
+        for name, axis, label in (("x", ax.xaxis, ax.get_xlabel()), ("y", ax.yaxis, ax.get_ylabel())):
+            if tm.schema.kinds.get(label) == "datetime":
+                axis.set_major_formatter(calendar)
+                ax.tick_params(axis=name, labelrotation=30)
 
 
 def _sobol_result(est):
