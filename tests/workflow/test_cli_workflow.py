@@ -282,3 +282,36 @@ def test_report_components_of_a_date_column_have_calendar_dates_on_their_axis():
     ax = next(a for a in fig.axes if a.get_xlabel() == "when")
     labels = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert labels and all(re.fullmatch(r"20\d\d-\d\d-\d\d", t) for t in labels), labels
+
+
+def test_refit_all_saves_the_model_refitted_on_every_row(files, tmp_path):
+    model = tmp_path / "all.hdgp"
+    result = _run("fit", files / "diabetes.csv", "-t", "target", "-m", "rbf-ard", *FAST_GP, "--refit-all",
+                  "-o", model, "--json", "--quiet")
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.stdout)
+    assert out["n_train"] == 120 and out["n_test"] == 30 and out["refit_all"]["n_rows"] == 150
+    tm = hdgp.load(model)
+    assert tm.estimator.X_train_.shape[0] == 150 and tm.estimator.get_params()["warm_start"] is False
+    assert tm.estimator.start_ == "warm"  # from the evaluated fit's hyper-parameters
+    # the held-out predictions kept in the file are those of the model that did not see these rows
+    holdout = tm.metadata["holdout"]
+    refitted = tm.estimator.predict(pd.DataFrame(holdout["X"], columns=tm.schema.encoded_names))
+    assert np.abs(refitted - holdout["mean"]).max() > 1e-3
+    text = _run("fit", files / "diabetes.csv", "-t", "target", "-m", "rbf-ard", *FAST_GP, "--refit-all",
+                "-o", tmp_path / "b.hdgp", "--quiet").stdout
+    assert "Refitted on all 150 rows" in text
+    result = _run("explain", model, "-o", tmp_path / "report", "--quiet")
+    assert result.exit_code == 0 and "refitted on all 150 rows" in (tmp_path / "report" / "report.html").read_text()
+
+
+def test_refit_all_keeps_the_validation_variance_factor_of_auto(monkeypatch):
+    import hdgp.workflow.select as select
+    from hdgp.workflow import fit_table
+
+    monkeypatch.setattr(select, "candidate_models", lambda n: ["RBF-ARD", "GAM"])  # GPs: no factor of their own
+    frame = load_diabetes(as_frame=True).frame.head(80)
+    tm = fit_table(frame, "target", model="auto", params={"max_iter": 5}, refit_all=True)
+    factor = next(r for r in tm.metadata["selection"] if r["selected"])["val_variance_ratio"]
+    assert tm.metadata["refit_all"]["n_rows"] == 80 and factor != 1.0
+    np.testing.assert_allclose(tm.estimator.variance_scale_, factor, rtol=1e-12)

@@ -111,20 +111,24 @@ def _output_ok(path: Path, what: str, suffixes: tuple = (), *, inputs: tuple = (
               help="Seed of the split and the model.")
 @click.option("-p", "--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Estimator parameter, e.g. -p max_iter=100 -p max_order=2 (values parsed as JSON).")
+@click.option("--refit-all", is_flag=True,
+              help="After the held-out evaluation, refit the model on all rows and save that one.")
 @click.option("-o", "--output", default="model.hdgp", show_default=True, type=click.Path(dir_okay=False),
               help="Model file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
-def fit(data, target, task, model, categorical, drop, drop_missing, test_size, random_state, params, output, as_json,
-        quiet):
+def fit(data, target, task, model, categorical, drop, drop_missing, test_size, random_state, params, refit_all,
+        output, as_json, quiet):
     """Fit a GP model to a CSV/Parquet table and save it.
 
     Text columns (and those given with --categorical) are categorical, dates
     (text with a year, e.g. 2024-03-01) one numeric input in days; rows with
     missing values stop the fit unless --drop-missing. A random --test-size share
     of rows is held out to report RMSE, R², NLPD and the coverage of 50/90/95 %
-    predictive intervals. Columns that number the rows (a pandas index written
-    to the CSV) or hold a single value are left out, with a note.
+    predictive intervals; the saved model is the one fitted without them, unless
+    --refit-all refits it on every row after that evaluation (--test-size 0:
+    no evaluation, all rows). Columns that number the rows (a pandas index
+    written to the CSV) or hold a single value are left out, with a note.
 
     --model auto fits the candidates suited to the data size (n ≤ 3000: OAK,
     DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
@@ -161,7 +165,7 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
         tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
                        drop=_columns(drop, frame.columns),
                        drop_missing=drop_missing, test_size=test_size, random_state=random_state,
-                       params=_params(params), progress=_progress(quiet),
+                       params=_params(params), refit_all=refit_all, progress=_progress(quiet),
                        verbose=not quiet and not as_json)
         tm.metadata["data"]["file"] = Path(data).name
         save(tm, out)
@@ -173,7 +177,7 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
             "task": tm.task, "classes": list(tm.schema.classes) if tm.task == "classification" else None,
             "model": meta["model"], "output": str(out), "target": target, "metrics": meta["metrics"],
             "selection": meta["selection"], "fit_seconds": meta["fit_seconds"],
-            "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"],
+            "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"], "refit_all": meta["refit_all"],
             "learned": learned_quantities(tm.estimator), "warnings": meta["warnings"]}), indent=2))
         return
     if meta["selection"]:
@@ -190,7 +194,12 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
         click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}, "
                    f"NLPD {m['nlpd']:.4g}; interval coverage 50 % → {100 * m['coverage_50']:.0f} %, "
                    f"90 % → {100 * m['coverage_90']:.0f} %, 95 % → {100 * m['coverage_95']:.0f} %")
-    fit_warnings = [w for w in meta["warnings"] if w not in tm.schema.notes]  # the notes went to the progress lines
+    if meta["refit_all"]:
+        click.echo(f"\nRefitted on all {meta['refit_all']['n_rows']} rows ({meta['refit_all']['fit_seconds']:.1f} s) "
+                   "and saved that model; the held-out numbers above are of the same model fitted without "
+                   "the held-out rows.")
+    fit_warnings = [w for w in meta["warnings"] + (meta["refit_all"] or {}).get("warnings", [])
+                    if w not in tm.schema.notes]  # the notes went to the progress lines
     if fit_warnings:
         click.echo("\nWarnings while fitting the model:\n" + "\n".join(f"  {w}" for w in fit_warnings), err=True)
     click.echo(f"\nSaved {out}. Next: hdgp predict {out} NEW.csv -o predictions.csv; hdgp explain {out} -o report/")

@@ -153,7 +153,8 @@ def _fit(est, X, y):
 
 def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: str = "auto", categorical=(),
               drop=(), drop_missing: bool = False, test_size: float = 0.2, random_state: int = 0,
-              params: dict | None = None, progress=None, verbose: bool = False) -> TabularModel:
+              params: dict | None = None, refit_all: bool = False, progress=None,
+              verbose: bool = False) -> TabularModel:
     """Fit a GP to a table and score it on held-out rows.
 
     Parameters
@@ -186,6 +187,11 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         Seed of the split and of the model.
     params : dict, optional
         Estimator parameters to override.
+    refit_all : bool, default=False
+        After the held-out evaluation, refit the model on every row (held-out ones too) and
+        return that: the metrics then describe the same model fitted without the held-out
+        rows, started from its fitted hyper-parameters where the model has ``warm_start``.
+        ``metadata["refit_all"]`` records the refit (rows, seconds, warnings).
     progress : callable, optional
         Called with short progress messages.
     verbose : bool
@@ -243,17 +249,18 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     if winner is not None and "warm_start" in winner.get_params():
         est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
     progress(f"fitted {name} in {seconds:.1f} s")
+    validation_factor = 1.0
     if selection is not None and schema.task != "classification":
-        factor = next(r for r in selection if r["selected"])["val_variance_ratio"]
+        validation_factor = next(r for r in selection if r["selected"])["val_variance_ratio"]
         own = getattr(est, "variance_scale_", 1.0)
-        est.scale_variance(factor)
-        progress(f"predictive variance × {factor:.3g} (its calibration on the validation rows)"
+        est.scale_variance(validation_factor)
+        progress(f"predictive variance × {validation_factor:.3g} (its calibration on the validation rows)"
                  + (f", × {est.variance_scale_:.3g} with the model's own factor {own:.3g}" if own != 1.0 else ""))
     meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
             "selection": selection,
             "random_state": random_state, "test_size": test_size,
             "data": _data_summary(X_raw, schema, y, len(train_idx), len(test_idx)),
-            "metrics": None, "holdout": None}
+            "metrics": None, "holdout": None, "refit_all": None}
     if len(test_idx):
         X_test = schema.encode(X_raw.iloc[test_idx])
         meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx],
@@ -264,7 +271,28 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         else:
             meta["metrics"], meta["holdout"]["mean"], meta["holdout"]["std"] = evaluate(est, X_test, y[test_idx])
         progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items() if v is not None))
+        if refit_all:
+            rows = np.concatenate([train_idx, test_idx])
+            progress(f"refitting {name} on all {len(rows)} rows")
+            seconds, caught = _fit_warm(est, schema.encode(X_raw.iloc[rows]), y[rows])
+            if validation_factor != 1.0:  # a refit resets the variance calibration
+                est.scale_variance(validation_factor)
+            meta["refit_all"] = {"n_rows": int(len(rows)), "fit_seconds": seconds, "warnings": caught}
+            progress(f"refitted in {seconds:.1f} s")
     return TabularModel(est, schema, meta)
+
+
+def _fit_warm(est, X, y):
+    """:func:`_fit` of a fitted estimator on (other) rows, starting from its fitted hyper-parameters
+    (``warm_start``) where it has that option (hdgp's GP regressors), else afresh."""
+    warm = "warm_start" in est.get_params()
+    if warm:
+        est.set_params(warm_start=True)
+    try:
+        return _fit(est, X, y)
+    finally:
+        if warm:
+            est.set_params(warm_start=False)
 
 
 def _refit_warm(est, winner, X, y, seconds, caught, progress):
@@ -276,9 +304,8 @@ def _refit_warm(est, winner, X, y, seconds, caught, progress):
     fresh on 240 rows at +1.25, held-out R² -0.12); both objectives are the penalised
     negative log marginal likelihood per row of the same data, so they compare.
     """
-    winner.set_params(warm_start=True, verbose=est.get_params()["verbose"])
-    warm_seconds, warm_caught = _fit(winner, X, y)
-    winner.set_params(warm_start=False)
+    winner.set_params(verbose=est.get_params()["verbose"])
+    warm_seconds, warm_caught = _fit_warm(winner, X, y)
     fresh_loss, warm_loss = est.fit_result_.loss, winner.fit_result_.loss
     progress(f"refitted from the validated fit too: objective {warm_loss:.4g} per row (fresh start {fresh_loss:.4g})")
     if warm_loss < fresh_loss:

@@ -170,9 +170,13 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         described = (f"mean {_fmt(tgt.get('mean'))}, std {_fmt(tgt.get('std'))}, "
                      f"range [{_fmt(tgt.get('min'))}, {_fmt(tgt.get('max'))}]")
     reason = f" Task chosen because the {tgt['reason']}." if tgt.get("reason", "").startswith("target") else ""
+    refit = tm.metadata.get("refit_all")
+    refitted = (f" After the held-out evaluation the model was refitted on all {refit['n_rows']} rows: the "
+                "parameters and components below are the refitted model's, the held-out numbers those of the "
+                "model fitted without the held-out rows." if refit else "")
     parts.append(f"<p>{_e(data.get('n_rows', '?'))} rows: {_e(data.get('n_train', '?'))} for training, "
-                 f"{_e(data.get('n_test', 0))} held out. Target <b>{_e(tm.target)}</b>: {_e(described)}."
-                 f"{_e(reason)}</p>")
+                 f"{_e(data.get('n_test', 0))} held out.{_e(refitted)} Target <b>{_e(tm.target)}</b>: "
+                 f"{_e(described)}.{_e(reason)}</p>")
     rows = []
     for f in data.get("features", []):
         if f["kind"] == "categorical":
@@ -265,7 +269,8 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
                      "<figcaption>Cumulative Sobol index (green)"
                      + (" and, with held-out rows, the RMSE of the model truncated to the top terms (red)"
-                        if hasattr(est, "truncation_curve") else "") + ".</figcaption></figure>")
+                        if hasattr(est, "truncation_curve") and not tm.metadata.get("refit_all") else "")
+                     + ".</figcaption></figure>")
     else:
         two = " (two classes)" if tm.task == "classification" else ""
         parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
@@ -289,7 +294,8 @@ def _figures(tm, top: int) -> dict:
         shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12]
         for k, (u, v) in enumerate(shown, 1):
             figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u)))
-        fig, _ = _cumulative_figure(tm, holdout)
+        # a model refitted on all rows has seen the held-out ones: no truncation curve on them
+        fig, _ = _cumulative_figure(tm, None if meta.get("refit_all") else holdout)
         figures["cumulative_sobol.png"] = _png(fig)
     return figures
 
