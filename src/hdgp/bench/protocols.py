@@ -455,7 +455,7 @@ _SIGP = Protocol(
         *(ModelSpec(f"{name} balanced", name, {"class_weight": "balanced"}, task="classification",
                     datasets=("german", "heart", "cancer")) for name in ("GP-classifier", "OAK-classifier")),
     ),
-    metrics=("f1", "accuracy", "auc", "mse"),
+    metrics=("f1", "accuracy", "auc", "log_loss", "mse"),
     normalisation="x-only",
     references=(
         ReferenceSpec("sigp_tables.csv", "f1", filters={"table": "2", "metric": "f1"},

@@ -108,8 +108,9 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
         lines += ["Produced by (each `bench run` on this results database, in order):", "", "```"]
         lines += list(dict.fromkeys(commands))
         lines += [f"hdgp bench report {proto.name}", "```", ""]
-    versions = results["versions"].dropna()
-    machines = results["machine"].dropna()
+    latest = results.sort_values("finished_at", kind="stable") if "finished_at" in results else results
+    versions = latest["versions"].dropna()  # those of the last task that finished
+    machines = latest["machine"].dropna()
     if len(versions):
         v = versions.iloc[-1]
         lines.append("Libraries: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
