@@ -22,10 +22,10 @@ from gpytorch.constraints import Interval
 from gpytorch.kernels import Kernel
 from gpytorch.priors import Prior
 from linear_operator import to_dense
-from torch.autograd.function import once_differentiable
 
 from ..exceptions import CostWarning
 from . import log_positive
+from ._autograd import refuse_double_backward
 
 __all__ = ["AdditiveKernel", "elementary_symmetric"]
 
@@ -108,8 +108,8 @@ class _AdditiveSum(torch.autograd.Function):
         return out.reshape(base.shape[1:])
 
     @staticmethod
-    @once_differentiable
     def backward(ctx, grad_out):
+        refuse_double_backward("AdditiveKernel")
         base, variances = ctx.saved_tensors
         n_dims, max_order = base.shape[0], variances.numel() - 1
         flat_base = base.reshape(n_dims, -1)
@@ -202,8 +202,11 @@ class AdditiveKernel(Kernel):
     base_kernel : gpytorch.kernels.Kernel
         Feature-wise base kernel. It is called on inputs reshaped to
         ``(..., D, n, 1)`` (one 1-D input per feature, features along a batch
-        dimension) and must return ``(..., D, n, m)``; e.g.
-        ``RBFKernel(batch_shape=torch.Size([D]))`` gives one length-scale per feature.
+        dimension) and must return ``(..., D, n, m)``: :class:`~hdgp.kernels.SEKernel`
+        or the constrained kernels of :mod:`hdgp.kernels.orthogonal_kernel`. GPyTorch's
+        ``RBFKernel(batch_shape=torch.Size([D]))`` computes the same, but GPyTorch then
+        counts its feature dimension as a batch of ``D`` independent kernels in any kernel
+        that contains this one (a ``ScaleKernel``, a sum), which breaks such compositions.
         The base kernels should have unit scale: the order variances carry the scale.
     num_dims : int
         Number of input features :math:`D`.
@@ -226,9 +229,10 @@ class AdditiveKernel(Kernel):
     Examples
     --------
     >>> import torch
-    >>> from gpytorch.kernels import RBFKernel
-    >>> k = AdditiveKernel(RBFKernel(batch_shape=torch.Size([3])), num_dims=3, max_order=2)
-    >>> k(torch.randn(5, 3)).to_dense().shape
+    >>> from gpytorch.kernels import RBFKernel, ScaleKernel
+    >>> from hdgp.kernels import SEKernel
+    >>> k = AdditiveKernel(SEKernel(3), num_dims=3, max_order=2)
+    >>> (ScaleKernel(k) + RBFKernel())(torch.randn(5, 3)).to_dense().shape
     torch.Size([5, 5])
     """
 
@@ -254,6 +258,12 @@ class AdditiveKernel(Kernel):
                 f"({num_dims}), got {max_order!r}."
             )
         max_order = int(max_order)
+        if kwargs.get("batch_shape", torch.Size()) != torch.Size():
+            raise ValueError("AdditiveKernel has no batch of independent kernels (batch_shape); build one "
+                             "kernel per output instead.")
+        features = getattr(base_kernel, "num_features", num_dims)
+        if features != num_dims:
+            raise ValueError(f"The base kernel holds {features} feature kernels, but num_dims={num_dims}.")
         if num_dims * max_order > _COST_WARN_PASSES:
             warnings.warn(
                 f"AdditiveKernel with {num_dims} features and max_order={max_order} makes "
@@ -304,6 +314,8 @@ class AdditiveKernel(Kernel):
 
     def _set_order_variances(self, value) -> None:
         value = torch.as_tensor(value).to(self.raw_order_variances)
+        if value.dim() == 0:  # one value for every order (as GPyTorch broadcasts a scalar length-scale)
+            value = value.expand(self.raw_order_variances.shape)
         if value.shape != self.raw_order_variances.shape:
             raise ValueError(
                 f"order_variances must have shape ({self.max_order + 1},), got {tuple(value.shape)}."

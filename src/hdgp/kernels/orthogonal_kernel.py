@@ -23,7 +23,7 @@ from gpytorch.kernels import Kernel
 
 from ..measures import MixtureMeasure
 from . import log_positive
-from .se_kernel import se_minus_outer
+from .se_kernel import FeatureKernel, se_minus_outer
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel"]
 
@@ -42,7 +42,7 @@ def _gauss_overlap(mu, var, a, p, b, q):
     return torch.exp(-((a - b) ** 2) / (2 * s) - (c - mu) ** 2 / (2 * (r + var))) * torch.sqrt(r / (r + var))
 
 
-class ConstrainedSEKernel(Kernel):
+class ConstrainedSEKernel(FeatureKernel):
     r"""Unit-variance SE kernels constrained to integrate to zero under mixture measures.
 
     For feature :math:`i` with length-scale :math:`\ell` and measure
@@ -62,8 +62,8 @@ class ConstrainedSEKernel(Kernel):
     Parameters
     ----------
     measure : hdgp.measures.MixtureMeasure
-        One measure per feature; the kernel has ``batch_shape = (D,)`` and one
-        length-scale per feature.
+        One measure per feature; one length-scale per feature (a
+        :class:`~hdgp.kernels.se_kernel.FeatureKernel`: the feature dimension is no batch).
     """
 
     has_lengthscale = True
@@ -72,7 +72,7 @@ class ConstrainedSEKernel(Kernel):
         if not isinstance(measure, MixtureMeasure):
             raise TypeError(f"measure must be a MixtureMeasure, got {type(measure).__name__}.")
         kwargs.setdefault("lengthscale_constraint", log_positive())
-        super().__init__(batch_shape=torch.Size([measure.num_dims]), **kwargs)
+        super().__init__(measure.num_dims, **kwargs)
         self.measure = measure
 
     def _measure_params(self, ref: torch.Tensor):
@@ -96,6 +96,9 @@ class ConstrainedSEKernel(Kernel):
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
             raise NotImplementedError("ConstrainedSEKernel does not support last_dim_is_batch.")
+        self._check_layout(x1)
+        if not diag:
+            self._check_layout(x2)
         l2 = self.lengthscale**2  # (D, 1, 1)
         c = self._total_variance(l2)
         m1 = self._mean_embedding(x1, l2)

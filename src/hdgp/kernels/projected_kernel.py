@@ -30,6 +30,7 @@ import torch
 from gpytorch.kernels import Kernel
 from torch.utils.checkpoint import checkpoint
 
+from ._autograd import refuse_double_backward
 from ._constraints import log_positive
 from ._elementwise import exp_
 from .ard_kernel import _centred
@@ -175,6 +176,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, G):
+        refuse_double_backward("ProjectedAdditiveKernel")
         Z1, Z2, weights = ctx.saved_tensors
         need_z1, need_z2, need_w = ctx.needs_input_grad[:3]
         symmetric = ctx.symmetric and need_z1 and need_z2
@@ -259,8 +261,8 @@ class ProjectedAdditiveKernel(Kernel):
     projection_lengthscale : torch.Tensor of shape (J,)
         :math:`\\lambda` (only when not ``ard``).
 
-    Length-scales are stored as their logarithms (raw parameter = log value, as for
-    every hdgp kernel; :func:`~hdgp.kernels.log_positive`).
+    Length-scales are stored as their logarithms (raw parameter = log value,
+    :func:`~hdgp.kernels.log_positive`, as hdgp's estimators build every kernel).
 
     References
     ----------
@@ -287,6 +289,9 @@ class ProjectedAdditiveKernel(Kernel):
         base_kernel: Kernel | None = None,
         **kwargs,
     ):
+        if kwargs.get("batch_shape", torch.Size()) != torch.Size():
+            raise ValueError("ProjectedAdditiveKernel has no batch of independent kernels (batch_shape); build "
+                             "one kernel per output instead.")
         super().__init__(**kwargs)
         if projections.dim() != 2 or projections.shape[0] < 1:
             raise ValueError(f"projections must be a (sum(degrees), d) matrix, got shape {tuple(projections.shape)}.")

@@ -17,7 +17,7 @@ from . import log_positive
 from ._elementwise import exp_
 from .ard_kernel import _centred
 
-__all__ = ["SEKernel", "se_minus_outer"]
+__all__ = ["FeatureKernel", "SEKernel", "se_minus_outer"]
 
 
 class _SEMinusOuter(torch.autograd.Function):
@@ -90,7 +90,52 @@ def se_minus_outer(a, b, l2, u=None, v=None):
     return _SEMinusOuter.apply(a, b, l2, u, v)
 
 
-class SEKernel(Kernel):
+class FeatureKernel(Kernel):
+    """Base of kernels that hold one 1-D kernel per feature along their last batch dimension.
+
+    They take the feature-stacked layout (module docstring): inputs ``(..., D, n, 1)``.
+    The feature dimension holds the terms of one additive kernel, not independent
+    kernels, so ``batch_shape`` (what GPyTorch broadcasts over every kernel inside a
+    ``ScaleKernel`` or a sum) leaves it out: ``ScaleKernel(AdditiveKernel(SEKernel(D), D))``
+    has one output scale and returns ``(n, m)``. (A GPyTorch ``RBFKernel(batch_shape=(D,))``
+    base cannot say so, and makes such compositions a batch of ``D`` kernels.)
+
+    Parameters
+    ----------
+    num_features : int
+        :math:`D`.
+    """
+
+    def __init__(self, num_features: int, **kwargs):
+        # GPyTorch's constructor shapes the parameters by batch_shape: the full (D,) until it is done
+        self._feature_dim_hidden = False
+        super().__init__(batch_shape=torch.Size([num_features]), **kwargs)
+        self._feature_dim_hidden = True
+
+    @property
+    def batch_shape(self) -> torch.Size:
+        return self._batch_shape[:-1] if self.__dict__.get("_feature_dim_hidden", True) else self._batch_shape
+
+    @batch_shape.setter
+    def batch_shape(self, value: torch.Size) -> None:
+        self._batch_shape = torch.Size(value) + self._batch_shape[-1:]
+
+    @property
+    def num_features(self) -> int:
+        """Number of features :math:`D` (the size of the feature dimension)."""
+        return self._batch_shape[-1]
+
+    def _check_layout(self, x: torch.Tensor) -> None:
+        if x.dim() < 3 or x.shape[-1] != 1 or x.shape[-3] != self.num_features:
+            raise ValueError(
+                f"{type(self).__name__} holds one 1-D kernel for each of {self.num_features} features and takes "
+                f"inputs of shape (..., {self.num_features}, n, 1), one feature per batch entry (as "
+                f"AdditiveKernel passes them); got {tuple(x.shape)}. For (n, d) inputs wrap it: "
+                f"AdditiveKernel({type(self).__name__}(...), num_dims=d)."
+            )
+
+
+class SEKernel(FeatureKernel):
     r"""Unit-variance squared-exponential kernels, one per feature: :math:`k_i(x, x') = e^{-(x-x')^2/2\ell_i^2}`.
 
     The default base kernel of :class:`~hdgp.estimators.additive.AdditiveGPRegressor`
@@ -108,12 +153,13 @@ class SEKernel(Kernel):
 
     def __init__(self, num_dims: int, **kwargs):
         kwargs.setdefault("lengthscale_constraint", log_positive())
-        super().__init__(batch_shape=torch.Size([num_dims]), **kwargs)
+        super().__init__(num_dims, **kwargs)
 
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
             raise NotImplementedError("SEKernel does not support last_dim_is_batch.")
+        self._check_layout(x1)
         if diag:
-            return torch.ones(torch.broadcast_shapes(x1.shape[:-3], self.batch_shape) + x1.shape[-2:-1],
-                              dtype=x1.dtype, device=x1.device)
+            return torch.ones(x1.shape[:-1], dtype=x1.dtype, device=x1.device)
+        self._check_layout(x2)
         return se_minus_outer(x1, x2, self.lengthscale**2)
