@@ -67,6 +67,12 @@ def test_text_mode_fit_shows_the_fits_warnings_on_stderr(files, tmp_path):
     assert "Warnings" not in result.stdout
 
 
+def test_progress_lines_without_progress_bars_when_stderr_is_not_a_terminal(files, tmp_path):
+    result = _run("fit", files / "diabetes.csv", "-t", "target", "-m", "rbf-ard", *FAST_GP, "-o", tmp_path / "m.hdgp")
+    assert result.exit_code == 0, result.output
+    assert "fitting RBF-ARD on 120 rows" in result.stderr and "fitting hyperparameters" not in result.stderr
+
+
 def test_diabetes_fit_predict_explain_json(files, diabetes_fit):
     model, out = diabetes_fit
     assert out["model"] == "RBF-ARD" and out["n_test"] == 30 and out["n_train"] == 120

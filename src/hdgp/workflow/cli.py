@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from pathlib import Path
 
 import click
@@ -166,7 +167,7 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
                        drop=_columns(drop, frame.columns),
                        drop_missing=drop_missing, test_size=test_size, random_state=random_state,
                        params=_params(params), refit_all=refit_all, progress=_progress(quiet),
-                       verbose=not quiet and not as_json)
+                       verbose=not quiet and not as_json and sys.stderr.isatty())  # bars only on a terminal
         tm.metadata["data"]["file"] = Path(data).name
         save(tm, out)
     except (TableError, ValueError, TypeError, RuntimeError, FloatingPointError, OSError) as exc:  # OSError: disk full
