@@ -37,7 +37,8 @@ def run_demo(dataset: str = "diabetes", split: int = 0, models=DEMO_MODELS, outp
         raise ValueError(f"The output folder {str(out)!r} is an existing file; choose another with -o.")
     ds = data.load(dataset, split=split, standardize=True)
     rows, predictions = [], {}
-    for name in tqdm(chosen, desc=f"fitting on {dataset}", disable=not progress):
+    # disable=None: tqdm draws the bar on a terminal only (a log file would get every redraw)
+    for name in tqdm(chosen, desc=f"fitting on {dataset}", disable=None if progress else True):
         est = preset(name, random_state=random_state, **DEMO_OVERRIDES.get(name, {}))
         start = time.perf_counter()
         with warnings.catch_warnings():
