@@ -374,8 +374,9 @@ class ProjectedAdditiveKernel(Kernel):
         w = self.weights.to(z1)
         if self.base_kernel is None:
             if diag:
-                return sum(w[j] * torch.exp(-0.5 * ((z1[..., sl] - z2[..., sl]) ** 2).sum(-1))
-                           for j, sl in enumerate(self._slices))
+                # equal points have distance 0, also where a projection overflowed to inf (inf - inf)
+                d = torch.where(z1 == z2, torch.zeros_like(z1), z1 - z2)
+                return sum(w[j] * torch.exp(-0.5 * (d[..., sl] ** 2).sum(-1)) for j, sl in enumerate(self._slices))
             return _ProjectedRBFSum.apply(z1, z2, w, self._slices)
         K = None
         for j, sl in enumerate(self._slices):
