@@ -25,7 +25,7 @@ class _AdditiveRBF(torch.autograd.Function):
         out = None
         for i in range(x1.shape[-1]):
             k_i = _rbf_1d(x1[..., i], x2[..., i], lengthscale[..., i, None])[0]
-            out = k_i if out is None else out + k_i
+            out = k_i if out is None else out.add_(k_i)
         return out
 
     @staticmethod
