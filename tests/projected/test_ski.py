@@ -233,3 +233,109 @@ def test_extreme_hyperparameters_are_a_failed_evaluation_not_a_crash(extreme):
         k.base_kernel.input_lengthscale = torch.full((5,), 1e-320, dtype=DT)  # subnormal: 1/ℓ overflows
     with pytest.raises(NotPositiveDefiniteError):
         model.neg_log_marginal_likelihood(X, y)
+
+
+def _mixed_posterior(n=500, m=128, noise=0.05):
+    """A SKI posterior whose projections need very different numbers of eigenpairs: per-projection
+    length-scales from 0.03 to 10 make grids from one to a few hundred length-scales wide."""
+    X, y = _data(n, seed=1)
+    k = ScaleKernel(ProjectedAdditiveKernel(diverse_directions(5, 6, random_state=0), ard=False)).to(DT)
+    k.base_kernel.projection_lengthscale = torch.tensor([0.03, 0.1, 0.3, 1.0, 3.0, 10.0], dtype=DT)
+    ski = SKIProjectedGPModel(k, grid_size=m).to(DT)
+    ski.likelihood.noise = noise
+    return X, y, ski, ski.posterior(X, y)
+
+
+def test_feature_gram_on_the_grids_equals_phi_transpose_phi():
+    """Phi^T Phi from the interpolation Gram blocks W_j^T W_j' equals the product of the explicit
+    features, column-masked; chunked accumulation (tiny max_entries) changes nothing."""
+    from hdgp.inference import ski as ski_module
+
+    X, _, ski, _ = _mixed_posterior(n=300, m=64)
+    op, _ = ski.operator(X)
+    g = torch.Generator().manual_seed(0)
+    root = torch.randn(6, 64, 9, generator=g, dtype=DT)
+    ranks = torch.tensor([9, 1, 4, 0, 7, 2])
+    columns = torch.arange(9) < ranks[:, None]
+    Phi = torch.cat([sum(op.weight[j, :, k, None] * root[j, :, : ranks[j]][op.index[j, :, k]] for k in range(4))
+                     for j in range(6)], 1)
+    assert torch.allclose(ski_module._feature_gram(op, root, columns), Phi.T @ Phi, atol=1e-10)
+    block = ski_module._interpolation_gram(op.index, op.weight, 2, 64, max_entries=100)
+    Wd = op._sparse()[0].to_dense().view(300, 6, 64)  # W = [W_1 ... W_J], dense
+    assert torch.allclose(block, torch.einsum("na,njb->ajb", Wd[:, 2], Wd), atol=1e-12)
+
+
+def test_ski_variances_keep_only_the_eigenpairs_that_matter_and_match_dense_ski():
+    """The variance cache keeps, per projection, the eigenpairs of c_j T_j above 1e-8 noise
+    variances: far fewer than J times the largest count, and the latent variances still equal the
+    dense SKI posterior's within the stated bound J 1e-8 sigma^2 (plus round-off)."""
+    X, y, ski, post = _mixed_posterior()
+    ranks = post.columns.sum(-1)
+    assert ranks.max() > 4 * ranks.min() and post.L_A.shape[0] == int(ranks.sum()) < 0.6 * post.columns.numel()
+    Xs = torch.cat([X[:50], 0.5 * (X[50:150] + X[150:250])])  # projections inside the training grids
+    mean, var = post.predict(Xs, latent=True)
+    with torch.no_grad():  # dense SKI: the same grids and interpolation, no truncation
+        op, (u0, h) = ski.operator(X)
+        m = op.col.shape[-1]
+        T = op.col[:, (torch.arange(m)[:, None] - torch.arange(m)).abs()]
+
+        def dense_w(Z):
+            index, weight = cubic_interpolation(ski.kernel.base_kernel.project(Z).T, u0, h)
+            return torch.zeros(*index.shape[:2], m, dtype=DT).scatter_add_(-1, index, weight)  # (J, n, m)
+
+        W, Ws = dense_w(X), dense_w(Xs)
+        Kxx = torch.einsum("j,jam,jmk,jbk->ab", op.coef, W, T, W)
+        Ksx = torch.einsum("j,jam,jmk,jbk->ab", op.coef, Ws, T, W)
+        kss = ski.kernel(Xs, diag=True)
+        L = torch.linalg.cholesky(Kxx + ski.noise * torch.eye(len(X), dtype=DT))
+        dense_var = kss - torch.linalg.solve_triangular(L, Ksx.T, upper=False).square().sum(0)
+    assert torch.allclose(var, dense_var, atol=6 * 1e-8 * ski.noise.item() + 1e-9)
+
+
+def test_a_posterior_without_columns_reads_as_every_column_kept():
+    """Model files before format 2.2 store a cache with the same number of columns per projection
+    and no ``columns``: padding the compact cache that way predicts the same variances."""
+    import dataclasses
+
+    X, _, _, post = _mixed_posterior(n=300, m=64)
+    J, m, r = post.root_cache.shape
+    # the padded factor: sigma^2 on the diagonal of every dropped column, the compact one elsewhere
+    A = post.L_A @ post.L_A.T
+    full = post.noise * torch.eye(J * r, dtype=DT)
+    kept = post.columns.reshape(-1).nonzero().squeeze(-1)
+    full[kept[:, None], kept] = A
+    old = dataclasses.replace(post, L_A=torch.linalg.cholesky(full), columns=None)
+    Xs = torch.randn(40, 5, dtype=DT)
+    assert torch.allclose(old.predict(Xs)[1], post.predict(Xs)[1], atol=1e-12)
+
+
+def test_ski_prediction_in_blocks_equals_one_pass(monkeypatch):
+    """Test points are predicted in blocks (bounded memory); the blocks' grids extend differently
+    but the predictions agree with one pass over all points."""
+    from hdgp.inference import ski as ski_module
+
+    X, _, _, post = _mixed_posterior(n=300, m=64)
+    Xs = 2.0 * torch.randn(700, 5, dtype=DT, generator=torch.Generator().manual_seed(5))
+    one = post.predict(Xs, full_cov=True)
+    J, _, width = post.root_cache.shape
+    monkeypatch.setattr(ski_module, "_PREDICT_BLOCK_FLOATS", 100 * J * (1 + width))  # blocks of 100 rows
+    blocked = post.predict(Xs)
+    assert torch.allclose(blocked[0], one[0], atol=1e-10) and torch.allclose(blocked[1], one[1].diagonal(), atol=1e-10)
+
+
+def test_model_file_node_without_columns_decodes_to_none():
+    """A SKI posterior written before format 2.2 has no ``columns`` entry: it decodes with the
+    field's default (None, every column kept) instead of failing as a damaged file."""
+    from hdgp.io.codec import StateDecoder, StateEncoder
+
+    _, _, _, post = _mixed_posterior(n=100, m=32)
+    encoder = StateEncoder(modules={id(post.kernel): "kernel"})
+    node = encoder.encode(post)
+    entries = node["state"]["$dict"]  # [[key, value], ...]
+    node["state"]["$dict"] = [kv for kv in entries if kv[0] != "columns"]
+    assert len(node["state"]["$dict"]) == len(entries) - 1
+    decoded = StateDecoder(encoder.tensors, modules={"kernel": post.kernel}).decode(node)
+    assert decoded.columns is None and torch.equal(decoded.L_A, post.L_A)
+    node["state"]["$dict"] = [kv for kv in entries if kv[0] != "L_A"]
+    with pytest.raises(ValueError, match="missing fields"):  # a field without a default is still required
+        StateDecoder(encoder.tensors, modules={"kernel": post.kernel}).decode(node)

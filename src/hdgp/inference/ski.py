@@ -62,6 +62,9 @@ _POSTERIOR_MAX_RMS_PER_NOISE_STD = 0.1
 #: Extra solves for the residual (iterative refinement) before that warning.
 _POSTERIOR_REFINEMENTS = 3
 
+#: Floats of a (J, block, 1 + r) tensor of grid values at test points: prediction goes in blocks of rows.
+_PREDICT_BLOCK_FLOATS = 1 << 23
+
 #: Unit length-scales beyond which an RBF sub-kernel is treated as exactly zero (exp(-40.5)).
 _CUTOFF = 9.0
 
@@ -70,6 +73,14 @@ _PRECONDITIONER_TOL = 1e-2
 #: Most columns of the preconditioner's root Φ over all projections (n x 512 floats; O(n · 512²) per
 #: evaluation for Φ^T Φ).
 _PRECONDITIONER_MAX_COLUMNS = 512
+
+#: Eigenpairs of :math:`c_j T_j` with eigenvalue at most this fraction of the noise variance are
+#: left out of the variance cache (:meth:`SKIProjectedGPModel.posterior`): the prior variance they
+#: carry at any point is below ``J`` times this fraction of the noise variance.
+_VARIANCE_MODE_TOL = 1e-8
+#: ... and so are eigenvalues below this fraction of the largest of :math:`T_j` (the cache holds
+#: :math:`\Lambda_j^{-1/2}`).
+_EIGEN_FLOOR = 1e-10
 
 
 def _keys(x: torch.Tensor) -> torch.Tensor:
@@ -308,10 +319,64 @@ def _preconditioner_ranks(h: torch.Tensor, coef: torch.Tensor, noise: torch.Tens
     return ranks.clamp(1, m).long()
 
 
-def _features(op: "ProjectedSKIOperator", G: torch.Tensor) -> torch.Tensor:
-    """:math:`\\Phi = [\\sqrt{c_j} W_j G_j]_j`, (n, J r), so that :math:`\\Phi\\Phi^\\top \\preceq K^{\\mathrm{SKI}}`."""
-    F = _interp_each(op.index, op.weight, G * op.coef.clamp_min(0).sqrt()[:, None, None])  # (J, n, r)
-    return F.permute(1, 0, 2).reshape(F.shape[1], -1)
+def _features(op: "ProjectedSKIOperator", G: torch.Tensor, ranks: torch.Tensor) -> torch.Tensor:
+    """:math:`\\Phi = [\\sqrt{c_j} W_j G_j]_j` with the first ``ranks[j]`` columns of every ``G_j``,
+    (n, :math:`\\sum_j r_j`), so that :math:`\\Phi\\Phi^\\top \\preceq K^{\\mathrm{SKI}}`.
+
+    Built one projection at a time: a padded (J, n, max r_j) intermediate is J times larger
+    when one projection needs many columns (17 GB at n = 36,000 with one short length-scale).
+    """
+    scale = op.coef.clamp_min(0).sqrt()
+    blocks = []
+    for j, r in enumerate(ranks.tolist()):
+        Gj = G[j, :, :r] * scale[j]
+        blocks.append(sum(op.weight[j, :, k, None] * Gj[op.index[j, :, k]] for k in range(4)))
+    return torch.cat(blocks, 1)
+
+
+def _interpolation_gram(index: torch.Tensor, weight: torch.Tensor, j: int, m: int,
+                        max_entries: int = 1 << 22) -> torch.Tensor:
+    """Block row :math:`W_j^\\top W = [W_j^\\top W_1 \\cdots W_j^\\top W_J]` as a dense (m, J, m) tensor.
+
+    :math:`W_j^\\top W_{j'} = \\sum_i w_{ij} w_{ij'}^\\top`: every training row adds the 16
+    products of its 4 weights on grid ``j`` with its 4 on grid ``j'``, so the block row costs
+    :math:`O(16 J n)` scatter-adds, accumulated over chunks of rows of at most ``max_entries``
+    products (no n-sized dense intermediate).
+    """
+    J, n, _ = index.shape
+    out = weight.new_zeros(m * J * m)
+    cols = index + m * torch.arange(J, device=index.device)[:, None, None]  # column of W = [W_1 ... W_J]
+    chunk = max(1, max_entries // (16 * J))
+    for start in range(0, n, chunk):
+        rows = slice(start, start + chunk)
+        right = cols[:, rows].permute(1, 0, 2).reshape(-1, 4 * J)  # (c, 4J)
+        right_w = weight[:, rows].permute(1, 0, 2).reshape(-1, 4 * J)
+        key = index[j, rows, :, None] * (J * m) + right[:, None, :]  # (c, 4, 4J)
+        out.index_add_(0, key.reshape(-1), (weight[j, rows, :, None] * right_w[:, None, :]).reshape(-1))
+    return out.view(m, J, m)
+
+
+def _feature_gram(op: "ProjectedSKIOperator", root: torch.Tensor, columns: torch.Tensor) -> torch.Tensor:
+    """:math:`\\Phi^\\top\\Phi` for :math:`\\Phi = [W_j\\,\\mathrm{root}_j]_j` restricted to the ``columns``
+    mask (J, r), without forming :math:`\\Phi`.
+
+    Block :math:`(j, j')` is :math:`\\mathrm{root}_j^\\top (W_j^\\top W_{j'})\\,\\mathrm{root}_{j'}`
+    (:func:`_interpolation_gram`): :math:`O(16 J^2 n + J^2 m^2 r)` operations and
+    :math:`O(J m^2 + R^2)` memory for :math:`R = \\sum_j r_j` columns, against
+    :math:`O(n R^2)` and :math:`O(n R)` for :math:`\\Phi^\\top\\Phi` from :math:`\\Phi` (R reaches
+    a few thousand on real data; at n = 10,000 that was a 9040-column, 720 MB :math:`\\Phi`).
+    """
+    J, m, _ = root.shape
+    ranks = columns.sum(-1).tolist()
+    gram = root.new_zeros(sum(ranks), sum(ranks))
+    start = 0
+    for j, r in enumerate(ranks):
+        if r == 0:
+            continue
+        left = root[j, :, :r].T @ _interpolation_gram(op.index, op.weight, j, m).reshape(m, J * m)  # (r, J m)
+        gram[start:start + r] = torch.einsum("ajm,jmb->ajb", left.view(r, J, m), root)[:, columns]
+        start += r
+    return gram
 
 
 class _LowRankPlusNoise(LowRankRootAddedDiagLinearOperator):
@@ -470,8 +535,7 @@ class SKIProjectedGPModel(GaussianNoiseModel):
                      if self.preconditioner_rank == "auto"
                      else torch.full_like(op.coef, self.preconditioner_rank, dtype=torch.long))
             G = _nystrom_grid_root(op.col, _dct_basis(self.grid_size, int(ranks.max()), op.col))
-            keep = torch.arange(G.shape[-1], device=G.device) < ranks[:, None]  # (J, r): first r_j columns
-            override = _woodbury_preconditioner(_features(op, G)[:, keep.reshape(-1)], self.noise)
+            override = _woodbury_preconditioner(_features(op, G, ranks), self.noise)
         return AddedDiagLinearOperator(op, DiagLinearOperator(noise), preconditioner_override=override)
 
     def neg_log_marginal_likelihood(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -492,16 +556,21 @@ class SKIProjectedGPModel(GaussianNoiseModel):
 
 
     @torch.no_grad()
-    def posterior(self, X: torch.Tensor, y: torch.Tensor, *, tol: float = 1e-10) -> "SKIPosterior":
+    def posterior(self, X: torch.Tensor, y: torch.Tensor) -> "SKIPosterior":
         """Condition on training data.
 
         :math:`\\alpha = \\hat K^{-1}(y - c)` by preconditioned CG (relative tolerance 1e-6), refined
         by solving for the residual until it is small against the noise (at most 3 times).
-        For variances every :math:`T_j` is replaced by its eigen-truncation
-        :math:`E_j \\Lambda_j E_j^\\top` (eigenvalues above ``tol`` times the largest),
-        giving :math:`K^{\\mathrm{SKI}} \\approx \\Phi\\Phi^\\top` with :math:`R = \\sum_j r_j`
-        columns, and :math:`A = \\sigma^2 I_R + \\Phi^\\top\\Phi` is factorised once
-        (:math:`O(n R^2)`).
+
+        For variances every :math:`c_j T_j` is replaced by its eigen-truncation
+        :math:`c_j E_j \\Lambda_j E_j^\\top`, keeping the :math:`r_j` eigenvalues above
+        :data:`_VARIANCE_MODE_TOL` times the noise variance (and above :data:`_EIGEN_FLOOR` times
+        the largest). This gives :math:`K^{\\mathrm{SKI}} \\approx \\Phi\\Phi^\\top` with
+        :math:`R = \\sum_j r_j` columns, and :math:`A = \\sigma^2 I_R + \\Phi^\\top\\Phi` is formed
+        on the grids (:func:`_feature_gram`) and factorised once. The modes left out carry prior
+        variance :math:`\\sum_j c_j \\sum_{k > r_j} \\lambda_{jk} (w_{*j}^\\top e_{jk})^2 \\le
+        J \\cdot 10^{-8} \\sigma^2` at any point (:math:`\\sum_k (w^\\top e_k)^2 = \\lVert w\\rVert^2 \\le 1`
+        for interpolation weights), which bounds what conditioning on them would remove.
         """
         op, (u0, h) = self.operator(X)
         Ky = self._noisy(op, h)
@@ -532,18 +601,20 @@ class SKIProjectedGPModel(GaussianNoiseModel):
             )
         T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
         evals, evecs = torch.linalg.eigh(T)
-        keep = evals > tol * evals[:, -1:]
-        r = int(keep.sum(-1).max())
-        E, lam, keep = evecs[..., -r:], evals[:, -r:], keep[:, -r:]
-        G = E * (lam.clamp_min(0).sqrt() * keep)[:, None, :]  # T_j ~ G_j G_j^T (eigen-truncation)
-        B = E * (keep / torch.where(keep, lam, torch.ones_like(lam)).sqrt())[:, None, :]  # T_j B_j = G_j
-        Phi = _features(op, G)
-        A = self.noise * torch.eye(Phi.shape[1], dtype=Phi.dtype, device=Phi.device) + Phi.T @ Phi
+        evals, evecs = evals.flip(-1), evecs.flip(-1)  # largest first: the kept modes lead every row
+        coef = op.coef.clamp_min(0)
+        keep = (evals > _EIGEN_FLOOR * evals[:, :1]) & (coef[:, None] * evals > _VARIANCE_MODE_TOL * self.noise)
+        r = max(int(keep.sum(-1).max()), 1)
+        E, lam, keep = evecs[..., :r], evals[:, :r], keep[:, :r]
+        scale = coef.sqrt()[:, None, None]
+        root = E * (lam.clamp_min(0).sqrt() * keep)[:, None, :] * scale  # sqrt(c_j) G_j, G_j G_j^T ~ T_j
+        A = _feature_gram(op, root, keep)
+        A.diagonal().add_(self.noise)
         L_A = torch.linalg.cholesky(A)
         mean_cache = _interp_t(op.index, op.weight, alpha, self.grid_size) * op.coef[:, None, None]
-        root_cache = B * op.coef.clamp_min(0).sqrt()[:, None, None]
+        root_cache = E * (keep / torch.where(keep, lam, torch.ones_like(lam)).sqrt())[:, None, :] * scale
         return SKIPosterior(self.kernel, u0, h, mean_cache, root_cache, L_A, self.constant.clone(),
-                            self.noise.clone())
+                            self.noise.clone(), columns=keep)
 
 
 def _settings(num_probes: int, max_cg: int, tol: float) -> ExitStack:
@@ -575,12 +646,16 @@ class SKIPosterior:
     mean_cache : torch.Tensor of shape (J, m, 1)
         :math:`c_j W_j^\\top \\alpha` on the training grids.
     root_cache : torch.Tensor of shape (J, m, r)
-        :math:`\\sqrt{c_j} E_j \\Lambda_j^{-1/2}` (kept eigenpairs of :math:`T_j`); :math:`T_j` applied to
-        it is the grid root :math:`G_j = E_j\\Lambda_j^{1/2}`, and on an extended grid its Nyström
+        :math:`\\sqrt{c_j} E_j \\Lambda_j^{-1/2}` (kept eigenpairs of :math:`T_j`, zero columns
+        after the :math:`r_j` kept ones); :math:`T_j` applied to it is the grid root
+        :math:`\\sqrt{c_j} G_j = \\sqrt{c_j} E_j\\Lambda_j^{1/2}`, and on an extended grid its Nyström
         extension.
-    L_A : torch.Tensor of shape (J r, J r)
-        Cholesky factor of :math:`\\sigma^2 I + \\Phi^\\top \\Phi`.
+    L_A : torch.Tensor of shape (R, R)
+        Cholesky factor of :math:`\\sigma^2 I + \\Phi^\\top \\Phi`, :math:`R = \\sum_j r_j`.
     constant, noise : torch.Tensor
+    columns : torch.Tensor of shape (J, r), bool, or None
+        Which columns of ``root_cache`` are kept (the first :math:`r_j` of row ``j``), in the order
+        of ``L_A``; None (model files before format 2.2): all :math:`J r`.
 
     Notes
     -----
@@ -597,6 +672,7 @@ class SKIPosterior:
     L_A: torch.Tensor
     constant: torch.Tensor
     noise: torch.Tensor
+    columns: torch.Tensor | None = None
     #: Factor on every returned variance (see :class:`hdgp.inference._posterior.GaussianPosterior`).
     variance_scale = 1.0
 
@@ -613,14 +689,21 @@ class SKIPosterior:
         :math:`k_{*X}(\\Phi\\Phi^\\top + \\sigma_n^2 I)^{-1}k_{X*}` for the truncated kernel
         (push-through identity).
 
+        Without ``full_cov`` the test points are handled in blocks of
+        :data:`_PREDICT_BLOCK_FLOATS` / (J (1 + r)) (each block holds a few (J, block, 1 + r) tensors).
+
         Returns
         -------
         mean : torch.Tensor of shape (t,)
         var : torch.Tensor of shape (t,) or (t, t) when ``full_cov``
             Times ``variance_scale``.
         """
+        J, m, width = self.root_cache.shape
+        block = max(64, _PREDICT_BLOCK_FLOATS // (J * (1 + width)))
+        if not full_cov and Xs.shape[0] > block:
+            parts = [self.predict(Xs[i:i + block], latent=latent) for i in range(0, Xs.shape[0], block)]
+            return torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
         z = self.kernel.base_kernel.project(Xs).T  # (J, t)
-        J, m, _ = self.mean_cache.shape
         reach = torch.ceil(_CUTOFF / self.h)  # grid points within the cut-off, per projection
         s = (z - self.u0[:, None]) / self.h[:, None]
         inside = (s > -reach[:, None]) & (s < m - 1 + reach[:, None])
@@ -634,8 +717,9 @@ class SKIPosterior:
         index = torch.where(inside[..., None], index, torch.zeros_like(index))
         values = _interp_each(index, weight, grid_values)  # (J, t, 1 + r)
         mean = self.constant + values[..., 0].sum(0)
-        phi = values[..., 1:].permute(1, 0, 2).reshape(z.shape[1], -1)  # (t, J r)
-        V = torch.linalg.solve_triangular(self.L_A, phi.T, upper=False)  # (J r, t)
+        phi = values[..., 1:].permute(1, 0, 2)  # (t, J, r)
+        phi = phi.reshape(z.shape[1], -1) if self.columns is None else phi[:, self.columns]  # (t, R)
+        V = torch.linalg.solve_triangular(self.L_A, phi.T, upper=False)  # (R, t)
         if full_cov:
             cov = self.kernel(Xs).to_dense() - phi @ phi.T + self.noise * V.T @ V
             if not latent:

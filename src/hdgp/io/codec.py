@@ -217,10 +217,12 @@ class StateDecoder:
             cls = _import_hdgp_class(node[tag])
             obj = cls.__new__(cls)
             state = self.decode(node["state"])
-            if dataclasses.is_dataclass(cls):
-                missing = {f.name for f in dataclasses.fields(cls)} - set(state)
+            if dataclasses.is_dataclass(cls):  # a field with a default was added by a later minor format
+                fields = [f for f in dataclasses.fields(cls) if f.name not in state]
+                missing = [f.name for f in fields if f.default is dataclasses.MISSING]
                 if missing:
                     raise ValueError(f"{node[tag]} is missing fields {sorted(missing)}")
+                obj.__dict__.update({f.name: f.default for f in fields})
             obj.__dict__.update(state)
             return obj
         raise ValueError(f"unknown node tag {tag!r}")

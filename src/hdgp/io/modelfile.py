@@ -81,8 +81,10 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: as category levels); a 1.0 reader warns on such a file and fails on the node. 2.0 stores the
 #: projected-additive kernel's length-scales and output scale as logarithms (1.x: GPyTorch's
 #: softplus), which a 1.x reader would misread; 1.x files are converted when read. 2.1 adds the OAK
-#: flow's ``log_min_`` (a 2.0 file's flow refuses values <= 0 in a log-transformed feature).
-FORMAT_VERSION = (2, 1)
+#: flow's ``log_min_`` (a 2.0 file's flow refuses values <= 0 in a log-transformed feature). 2.2
+#: adds the SKI posterior's ``columns`` (its variance cache keeps r_j columns per projection; an
+#: older file's cache keeps the same number for all, which 2.2 still reads).
+FORMAT_VERSION = (2, 2)
 #: Oldest major version this version reads (:func:`_upgrade_tensors` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
