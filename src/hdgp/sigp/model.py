@@ -22,8 +22,9 @@ with :math:`P_Z = K(Z, X) W\Sigma_\beta^{1/2}`, since
 Centring the projections changes nothing for a flat prior on the intercept
 :math:`c` (:math:`c\mathbf 1 + KW\bar\beta` and :math:`c'\mathbf 1 + HKW\bar\beta`
 describe the same functions); it makes :math:`c` orthogonal to the random part,
-so that its maximum-likelihood value is :math:`\bar y` and the variance
-parameters are estimated as with :math:`c` integrated out.
+so that its maximum-likelihood value is :math:`\bar y` whatever the variance
+parameters. It is estimated, not integrated out: restricted maximum likelihood, which
+integrates it out, would give slightly larger variance estimates.
 """
 
 from __future__ import annotations
