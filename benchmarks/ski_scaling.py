@@ -6,6 +6,9 @@ per projection. One training iteration = one evaluation of the negative log
 marginal likelihood and its gradient (what an Adam step or an L-BFGS
 evaluation costs); we time ``--iters`` of them after one warm-up evaluation.
 The exact engine runs the *same* projected kernel with Cholesky inference.
+After the iterations each run also conditions on the data once (``posterior``:
+SKI's CG solve and variance cache, or the Cholesky factor) and predicts mean and
+variance at 10,000 new points; those times are separate columns.
 
 Every (method, n) runs in a fresh subprocess so its peak resident memory
 (``ru_maxrss``; with ``--device cuda`` also the peak GPU memory PyTorch allocated)
@@ -73,12 +76,27 @@ def _worker(method: str, n: int, iters: int, device: str, seed: int = 0) -> dict
             torch.cuda.synchronize()
         if it > 0:  # the first evaluation is a warm-up
             times.append(time.perf_counter() - start)
+    start = time.perf_counter()
+    posterior = model.posterior(X, y)
+    posterior_seconds = time.perf_counter() - start
+    Xs = torch.randn(10_000, D, generator=g, dtype=torch.float64).to(device)
+    start = time.perf_counter()
+    posterior.predict(Xs)
+    if cuda:
+        torch.cuda.synchronize()
+    predict_seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
     row = dict(method=method, n=n, device=str(X.device), seconds_per_iter=float(np.median(times)), iters=iters,
+               posterior_seconds=posterior_seconds, predict_seconds=predict_seconds,
                peak_rss_mb=peak / 1024, extra_rss_mb=(peak - base_rss) / 1024, loss=float(loss) / n)
     if cuda:
         row["peak_gpu_mb"] = torch.cuda.max_memory_allocated() / 2**20
     return row
+
+
+def _seconds(row: dict, key: str) -> str:
+    """A timing column; rows of runs before it was measured show a dash."""
+    return f"{row[key]:.2f}" if key in row else "–"
 
 
 def _slope(ns, ts) -> float:
@@ -99,12 +117,14 @@ def _report(rows: list, out: Path, command: str) -> None:
              + ("one GPU (device column). " if gpu else
                 "1 thread on a shared 2-core machine (other jobs running). ")
              + "One iteration = negative log marginal likelihood + gradient; median over the timed "
-             "iterations after one warm-up.", "",
-             "| method | n | s / iteration | peak RSS (MB) | extra RSS over start (MB) |"
+             "iterations after one warm-up. Posterior: conditioning once on the training data; predict: "
+             "mean and variance at 10,000 new points. Peak memory covers all three.", "",
+             "| method | n | s / iteration | posterior s | predict s | peak RSS (MB) | extra RSS over start (MB) |"
              + (" peak GPU memory (MB) | device |" if gpu else ""),
-             "|---|---|---|---|---|" + ("---|---|" if gpu else "")]
+             "|---|---|---|---|---|---|---|" + ("---|---|" if gpu else "")]
     for m, rs in by.items():
-        lines += [f"| {m} | {r['n']} | {r['seconds_per_iter']:.3f} | {r['peak_rss_mb']:.0f} | "
+        lines += [f"| {m} | {r['n']} | {r['seconds_per_iter']:.3f} | {_seconds(r, 'posterior_seconds')} | "
+                  f"{_seconds(r, 'predict_seconds')} | {r['peak_rss_mb']:.0f} | "
                   f"{r['extra_rss_mb']:.0f} |" + (f" {r['peak_gpu_mb']:.0f} | {r['device']} |" if gpu else "")
                   for r in rs]
     lines.append("")
