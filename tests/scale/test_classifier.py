@@ -1,5 +1,6 @@
 """GPClassifier: scikit-learn contract, breast-cancer sanity, one-vs-rest, probit predictive."""
 
+import math
 import warnings
 
 import numpy as np
@@ -96,3 +97,19 @@ def test_bad_input():
 
 def test_preset_registered():
     assert isinstance(hdgp.preset("GP-classifier", random_state=0), GPClassifier)
+
+
+def test_confident_binary_probabilities_do_not_round_to_zero(monkeypatch):
+    """A latent mean 12 standard deviations from 0: the first class's probability is Phi(-z)
+    (1.8e-33), computed accurately in the tail; 1 - Phi(z), and torch's own ndtr(-z), round to 0
+    from z = 8.3 on, so the log-probabilities were -inf (clipped to -708)."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    clf = GPClassifier(n_inducing=10, random_state=0, max_iter=5).fit(X, (X[:, 0] > 0).astype(int))
+    latent = (torch.tensor([12.0, -12.0, 0.5], dtype=torch.float64), torch.zeros(3, dtype=torch.float64))
+    monkeypatch.setattr(clf, "_latent", lambda X: [latent])
+    proba = clf.predict_proba(X[:3])
+    tail = 0.5 * math.erfc(12.0 / math.sqrt(2.0))  # 1.78e-33
+    assert proba[0, 0] == pytest.approx(tail, rel=1e-10) and proba[1, 1] == pytest.approx(tail, rel=1e-10)
+    assert np.allclose(proba.sum(1), 1.0)
+    assert np.log(tail) == pytest.approx(clf.predict_log_proba(X[:3])[0, 0], rel=1e-12)

@@ -55,8 +55,13 @@ FULL_BATCH_MAX_ROWS = 2048
 
 
 def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
-    r""":math:`\Phi(\mu / \sqrt{1 + s^2})`, the probit likelihood averaged over :math:`N(\mu, s^2)` (R&W eq. 3.82)."""
-    return torch.special.ndtr(mean / torch.sqrt(1.0 + var))
+    r""":math:`\Phi(\mu / \sqrt{1 + s^2})`, the probit likelihood averaged over :math:`N(\mu, s^2)` (R&W eq. 3.82).
+
+    As :math:`\tfrac12\operatorname{erfc}(-z/\sqrt2)`, accurate in the lower tail, where
+    ``torch.special.ndtr`` loses digits and returns 0 from :math:`z \approx -8.3` on (SciPy's
+    ``ndtr`` gives 1.8e-33 at :math:`z = -12`).
+    """
+    return 0.5 * torch.special.erfc(-mean / torch.sqrt(2.0 * (1.0 + var)))
 
 
 class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
@@ -311,9 +316,12 @@ class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
         -------
         proba : ndarray of shape (n_queries, n_classes)
         """
-        probs = np.column_stack([probit_predictive(m, v).cpu().numpy() for m, v in self._latent(X)])
-        if probs.shape[1] == 1:
-            probs = np.column_stack([1.0 - probs[:, 0], probs[:, 0]])
+        latent = self._latent(X)
+        if len(latent) == 1:  # binary: Phi(-z) for the first class, not 1 - Phi(z), which is 0 from z = 8.3 on
+            (m, v), = latent
+            probs = np.column_stack([probit_predictive(-m, v).cpu().numpy(), probit_predictive(m, v).cpu().numpy()])
+        else:
+            probs = np.column_stack([probit_predictive(m, v).cpu().numpy() for m, v in latent])
         weights = fitted_class_weights(self)
         return reweight_proba(probs, np.ones(probs.shape[1]) if weights is None else weights)  # rows sum to 1
 
