@@ -37,7 +37,7 @@ def test_predictive_mean_and_variance_match_dense_gp_formulas(mean):
     fit = m.fits[0]
     Xs = m.X_train
     Xt = model._standardise(X_new, fit=False)
-    Phi = m.factor.features
+    Phi = m.features(m.X_train)  # the training features, from the pivots (the model keeps no (n, r) copy)
     W = Phi @ torch.linalg.solve(Phi.T @ Phi, m.coef)
     K = rbf_kernel(Xs, Xs, m.factor.lengthscale)
     k_bar = K.mean(0)
@@ -298,3 +298,23 @@ def test_classifier_with_fixed_hyper_parameters_needs_no_cv_sized_classes():
     np.testing.assert_allclose(clf.predict_proba(X).sum(1), 1.0)
     with pytest.raises(ValueError, match="at least 2 samples of every class; class 2 has 1"):
         SIGPClassifier(rank=1, eta=1e-3).fit(X, y)  # lengthscale="auto" is cross-validated
+
+
+def test_fitted_model_keeps_no_training_features_and_predicts_in_blocks(monkeypatch):
+    """The fitted model holds no (n, r) kernel features (prediction reads the pivots; a 20,000-row
+    model file was 158 MB), its pickle does not grow with n, and prediction in row blocks gives
+    the one-pass result."""
+    import hdgp.sigp.model as sigp_model
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(2000, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2000)
+    est = SIGPRegressor(rank=2, lengthscale=3.0, eta=1e-3).fit(X, y)
+    assert est.model_.factor.features is None and est.kernel_rank_ == est.model_.factor.L_pp.shape[0]
+    size = len(pickle.dumps(est)) - X.nbytes  # the training rows themselves are kept
+    assert size < 0.25 * X.shape[0] * est.kernel_rank_ * 8  # the features alone were n r floats
+    X_new = rng.normal(size=(1000, 3))
+    one = est.predict(X_new, return_std=True)
+    monkeypatch.setattr(sigp_model, "_PREDICT_BLOCK_FLOATS", 300 * est.kernel_rank_)  # blocks of 300 rows
+    blocked = est.predict(X_new, return_std=True)
+    assert np.allclose(one[0], blocked[0], atol=1e-12) and np.allclose(one[1], blocked[1], atol=1e-12)

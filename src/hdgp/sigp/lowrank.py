@@ -61,8 +61,10 @@ class KernelFactor:
 
     Attributes
     ----------
-    features : torch.Tensor of shape (n, r)
-        :math:`\Phi`, the pivoted-Cholesky factor.
+    features : torch.Tensor of shape (n, r), or None
+        :math:`\Phi`, the pivoted-Cholesky factor; None in a fitted estimator's model
+        (prediction needs only the pivots, and the factor would make model files grow as
+        n·r; :meth:`features_at` on the training rows gives it back).
     pivots : torch.Tensor of shape (r,)
         Indices of the training points chosen as pivots, in order.
     L_pp : torch.Tensor of shape (r, r)
@@ -73,7 +75,7 @@ class KernelFactor:
         RBF length-scale used.
     """
 
-    features: torch.Tensor
+    features: torch.Tensor | None
     pivots: torch.Tensor
     L_pp: torch.Tensor
     residual: float
@@ -82,7 +84,7 @@ class KernelFactor:
     @property
     def rank(self) -> int:
         """Rank :math:`r` of the factor."""
-        return int(self.features.shape[1])
+        return int(self.L_pp.shape[0])
 
     def features_at(self, X_new: torch.Tensor, X_train: torch.Tensor) -> torch.Tensor:
         r"""Nyström features :math:`\phi(X_*)` of shape (t, r), cost :math:`O(t r p + t r^2)`."""
