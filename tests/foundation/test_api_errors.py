@@ -118,3 +118,27 @@ def test_scikit_learns_convergence_filter_silences_hdgps_convergence_warnings():
     assert not [w for w in caught if "max_iter" in str(w.message)]
     with pytest.warns(hdgp.exceptions.ConvergenceWarning, match="max_iter"):
         hdgp.GPRegressor(max_iter=1).fit(X, X[:, 0])
+
+
+def test_exact_inference_too_large_for_memory_is_a_clear_error(monkeypatch):
+    """Exact inference that cannot hold its n x n matrices stops at once with a MemoryError naming
+    the size and the engines that scale (it used to fail deep in torch's allocator)."""
+    import os
+
+    import hdgp.estimators._base as base
+
+    X = np.random.default_rng(0).normal(size=(300, 2))
+    y = X[:, 0]
+    monkeypatch.setattr(os, "sysconf", lambda name: 4096 if name == "SC_PAGE_SIZE" else 100)  # 400 KiB
+    with pytest.raises(MemoryError, match=r"300 rows.*inference='sparse'"):
+        hdgp.GPRegressor(inference="exact").fit(X, y)
+    monkeypatch.undo()
+
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("[enforce fail at alloc_cpu.cpp:127] DefaultCPUAllocator: can't allocate memory")
+
+    monkeypatch.setattr(base.BaseGPRegressor, "_fit_candidate", no_memory)
+    with pytest.raises(MemoryError, match="inference='auto'"):
+        hdgp.GPRegressor(inference="exact").fit(X, y)
+    with pytest.raises(RuntimeError, match="allocate"):  # other engines keep torch's error
+        hdgp.GPRegressor(inference="sparse", n_inducing=10).fit(X, y)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import numbers
+import os
 from contextlib import contextmanager
 
 import numpy as np
@@ -98,6 +99,31 @@ def _default_dtype(dtype: torch.dtype):
         yield
     finally:
         torch.set_default_dtype(previous)
+
+
+#: n x n matrices an exact fit holds at once (kernel matrix, its factor, a gradient buffer).
+_EXACT_BUFFERS = 3
+
+
+def _exact_memory_message(X: torch.Tensor) -> str:
+    n = X.shape[0]
+    need = _EXACT_BUFFERS * n * n * X.element_size() / 2**30
+    return (f"Exact inference on {n} rows needs about {need:.1f} GiB ({_EXACT_BUFFERS} n x n matrices), more than "
+            "this machine can allocate. Use inference='sparse' (or 'ski' for a projected-additive model with "
+            "1-D projections), or inference='auto', which switches to them above "
+            f"{AUTO_EXACT_MAX_N} rows.")
+
+
+def _check_exact_memory(X: torch.Tensor) -> None:
+    """Refuse, before any work, an exact fit whose n x n matrices exceed the physical memory."""
+    if X.device.type != "cpu":
+        return
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, ValueError, OSError):  # not POSIX: the allocator's error is translated instead
+        return
+    if _EXACT_BUFFERS * X.shape[0] ** 2 * X.element_size() > total:
+        raise MemoryError(_exact_memory_message(X))
 
 
 def resolve_dtype(dtype) -> torch.dtype:
@@ -317,9 +343,16 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         fits = []
         # a warm start repeats the candidate that won before (its direction set, its OAK start)
         candidates = list(range(self._n_candidates())) if previous is None else [getattr(self, "best_candidate_", 0)]
-        for candidate in candidates:
-            self._candidate_ = candidate
-            fits.append(self._fit_candidate(Xt, yt, previous))
+        if self.inference_ == "exact":
+            _check_exact_memory(Xt)
+        try:
+            for candidate in candidates:
+                self._candidate_ = candidate
+                fits.append(self._fit_candidate(Xt, yt, previous))
+        except RuntimeError as error:  # torch's allocator: "DefaultCPUAllocator: can't allocate memory"
+            if self.inference_ == "exact" and "allocate" in str(error):
+                raise MemoryError(_exact_memory_message(Xt)) from error
+            raise
         best = min(range(len(fits)), key=lambda i: fits[i][1].loss)
         self.best_candidate_ = candidates[best]
         model, result, self.init_result_, self.start_ = fits[best]
