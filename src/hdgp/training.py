@@ -208,7 +208,7 @@ def _run_adam(model, X, y, max_iter: int, lr: float, progress) -> tuple[float, i
 def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, *,
                         optimizer: str = "lbfgs", max_iter: int | None = None,
                         n_restarts: int = 0, random_state=None, lr: float = 0.1,
-                        verbose: bool = False) -> FitResult:
+                        verbose: bool = False, desc: str = "fitting hyperparameters") -> FitResult:
     """Maximise the (penalised) marginal likelihood of ``model`` in place.
 
     Parameters
@@ -235,6 +235,8 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
         Seed for the restarts.
     verbose : bool
         Show a progress bar with the current loss.
+    desc : str, default="fitting hyperparameters"
+        Label of the progress bar (a fit in stages names each stage).
 
     Returns
     -------
@@ -251,7 +253,7 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
     rng = np.random.default_rng(random_state)
     results = []
     total = 0
-    with tqdm(total=None, disable=not verbose, desc="fitting hyperparameters", leave=False) as bar:
+    with tqdm(total=None, disable=not verbose, desc=desc, leave=False) as bar:
         for start in range(n_restarts + 1):
             flat.set(x0 if start == 0 else x0 + rng.standard_normal(x0.shape))
             if optimizer == "lbfgs":

@@ -412,3 +412,18 @@ def test_profiled_bound_gradient_matches_finite_differences():
                 down = model.neg_log_marginal_likelihood(X, y + 2.0).item()
                 p.view(-1)[i] += eps
             assert p.grad.view(-1)[i].item() == pytest.approx((up - down) / (2 * eps), rel=1e-4, abs=1e-5)
+
+
+def test_verbose_sparse_fit_names_each_stage(capsys):
+    """A sparse fit trains three times (exact subset start, from that start, from the generic
+    start); with verbose=True each progress bar says which stage it is."""
+    import numpy as np
+
+    import hdgp
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 2))
+    hdgp.GPRegressor(inference="sparse", n_inducing=20, max_iter=3, verbose=True).fit(X, np.sin(X[:, 0]))
+    err = capsys.readouterr().err
+    for label in ("start: exact fit on 500 rows", "fit from the subset start", "fit from the generic start"):
+        assert label in err

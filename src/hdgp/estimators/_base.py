@@ -395,10 +395,10 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         init_result, start = None, "generic"
         if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
             init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
-        result = self._train(model, Xt, yt)
+        result = self._train(model, Xt, yt, desc="fit from the subset start" if init_result else None)
         if init_result is not None and not hasattr(model, "fit_model"):
             generic = self._build_model(Xt)
-            generic_result = self._train(generic, Xt, yt)
+            generic_result = self._train(generic, Xt, yt, desc="fit from the generic start")
             pooled = [result, generic_result]
             if generic_result.loss < result.loss:
                 model, result, start = generic, generic_result, "generic"
@@ -415,12 +415,14 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
             model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
         return model
 
-    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor) -> FitResult:
+    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
+        """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit."""
         if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
             return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_,
                                    verbose=self.verbose)
         return fit_hyperparameters(model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
-                                   n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose)
+                                   n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
+                                   desc=desc or "fitting hyperparameters")
 
     def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor):
         """Fit an exact GP sharing ``model``'s kernel on :data:`SUBSET_INIT_ROWS` random rows.
@@ -434,7 +436,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
                              noise_prior=self._noise_prior()).to(**self._torch_kwargs)
         exact.likelihood.noise = model.likelihood.noise.detach()
         result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer,
-                                     random_state=self._fit_seed_, verbose=self.verbose)
+                                     random_state=self._fit_seed_, verbose=self.verbose,
+                                     desc=f"start: exact fit on {SUBSET_INIT_ROWS} rows")
         with torch.no_grad():
             # the exact fit can end with its noise on the (open) lower bound, which the sparse
             # model's noise constraint cannot invert: start just above it
