@@ -427,3 +427,13 @@ def test_verbose_sparse_fit_names_each_stage(capsys):
     err = capsys.readouterr().err
     for label in ("start: exact fit on 500 rows", "fit from the subset start", "fit from the generic start"):
         assert label in err
+
+
+def test_summary_calls_a_sparse_objective_a_lower_bound():
+    import numpy as np
+
+    import hdgp
+
+    X = np.random.default_rng(0).normal(size=(80, 2))
+    text = hdgp.summary(hdgp.GPRegressor(inference="sparse", n_inducing=10, max_iter=3).fit(X, X[:, 0]))
+    assert "evidence lower bound (standardised y)" in text and "log marginal likelihood" not in text

@@ -118,4 +118,4 @@ class AdditiveGPRegressor(BaseGPRegressor):
 
 
 register_preset("Additive", lambda **kw: AdditiveGPRegressor(**kw),
-                "Exact GP, additive SE kernel with all interaction orders up to min(D, 10) (Duvenaud et al.).")
+                "GP (exact up to 5000 rows, SGPR beyond), additive SE kernel with all interaction orders up to min(D, 10) (Duvenaud et al.).")

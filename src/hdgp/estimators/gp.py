@@ -109,10 +109,10 @@ class GPRegressor(BaseGPRegressor):
 
 
 register_preset("RBF-ARD", lambda **kw: GPRegressor(kernel="rbf-ard", **kw),
-                "Exact GP, squared-exponential kernel with one length-scale per feature.")
+                "GP (exact inference up to 5000 rows, sparse SGPR beyond), squared-exponential kernel with one length-scale per feature.")
 register_preset("IMQ-ARD", lambda **kw: GPRegressor(kernel="imq-ard", **kw),
-                "Exact GP, inverse multiquadric (RQ with alpha=1/2) kernel with ARD length-scales.")
+                "GP (exact up to 5000 rows, SGPR beyond), inverse multiquadric (RQ with alpha=1/2) kernel with ARD length-scales.")
 register_preset("GAM", lambda **kw: GPRegressor(kernel="gam", **kw),
-                "Exact GP, first-order additive RBF kernel (one length-scale per feature).")
+                "GP (exact up to 5000 rows, SGPR beyond), first-order additive RBF kernel (one length-scale per feature).")
 register_preset("Linear", lambda **kw: GPRegressor(kernel="linear", **kw),
                 "Bayesian linear regression as a GP with a linear kernel and constant mean.")

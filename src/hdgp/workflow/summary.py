@@ -168,5 +168,7 @@ def summarize(est, *, header: bool = True) -> str:
     if "best_params" in q:
         lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
     if "log_marginal_likelihood" in q:
-        lines.append(f"  log marginal likelihood (standardised y): {q['log_marginal_likelihood']:.4g}")
+        bound = q.get("inference") in ("sparse", "variational")  # a lower bound on it, not the value
+        name = "evidence lower bound" if bound else "log marginal likelihood"
+        lines.append(f"  {name} (standardised y): {q['log_marginal_likelihood']:.4g}")
     return "\n".join(lines)
