@@ -380,6 +380,29 @@ def test_inducing_point_model_file_keeps_no_training_rows(tmp_path, inference):
                                        rtol=0, atol=1e-12)
 
 
+def test_ski_model_file_keeps_no_training_rows(tmp_path):
+    """A SKI posterior predicts from its grids: no stored tensor has a row per training row (the
+    file held X_train_, its largest tensor at 36,000 rows; the grid caches are bounded by the grid
+    size), and the loaded model predicts exactly as the fitted one."""
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 4))
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2] + 0.1 * rng.normal(size=3000)
+    est = hdgp.ProjectedAdditiveGPRegressor(n_projections=4, inference="ski", grid_size=64, max_iter=5,
+                                             random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est.fit(X, y)
+    path = hdgp.save(est, tmp_path / "ski.hdgp")
+    with zipfile.ZipFile(path) as archive:
+        tensors = torch.load(io.BytesIO(archive.read("tensors.pt")), weights_only=True)
+    assert all(3000 not in t.shape for t in tensors.values())
+    back = hdgp.load(path)
+    assert not hasattr(back, "X_train_") and hdgp.workflow.learned_quantities(back)["n_train"] == 3000
+    X_new = rng.normal(size=(50, 4))
+    for a, b in zip(est.predict(X_new, return_std=True), back.predict(X_new, return_std=True)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_a_user_prior_is_left_unchanged_and_saving_it_is_refused_clearly(tmp_path):
     """The prior used to join the model (converted to float64 in place) and be saved as a reference
     into it, which loading could not resolve: a file that could be written but never read."""

@@ -474,9 +474,12 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         if return_std and return_cov:
             raise ValueError("At most one of return_std and return_cov can be requested.")
         Xt = self._prepare_predict_inputs(X)
-        # loaded inducing-point models have no X_train_ (hdgp.io.compact); they predict from m points
+        # loaded inducing-point and SKI models have no X_train_ (hdgp.io.compact); they predict from
+        # m inducing points, or from grids at a cost that grows with the test rows
         support = getattr(self, "X_train_", None)
-        with thread_budget(len(support if support is not None else self.posterior_.inducing_points)):
+        if support is None:
+            support = getattr(self.posterior_, "inducing_points", Xt)
+        with thread_budget(len(support)):
             mean, var = self.posterior_.predict(Xt, latent=latent, full_cov=return_cov)
         mean = mean.cpu().numpy() * self.y_scale_ + self.y_mean_
         if return_cov:

@@ -8,12 +8,13 @@ operations, in the same order and under the same thread budget as at fit time
 (:meth:`ExactGPModel.posterior` and :func:`hdgp.linalg.robust_cholesky`).
 
 An estimator whose posterior is an :class:`~hdgp.inference.inducing.InducingPosterior`
-(sparse or variational inference) predicts from its m inducing points alone, so its
-training inputs ``X_train_`` (n × d; 10⁶ × 50 rows would be 400 MB) are not written.
+(sparse or variational inference) predicts from its m inducing points alone, and one with a
+:class:`~hdgp.inference.ski.SKIPosterior` from its grids, so their training inputs
+``X_train_`` (n × d; 10⁶ × 50 rows would be 400 MB) are not written.
 What the component plots and summaries read of them is kept instead as
 ``input_summary_`` (:func:`~hdgp.estimators._input_summary.summarize_inputs`); the
-loaded estimator has no ``X_train_`` and its model is rebuilt on the inducing points
-(:mod:`hdgp.io.rebuild`).
+loaded estimator has no ``X_train_`` and its model is rebuilt on the inducing points, or
+for SKI on placeholder rows of the input dimension (:mod:`hdgp.io.rebuild`).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .._threads import thread_budget
 from ..estimators._input_summary import summarize_inputs
 from ..inference.exact import ExactPosterior
 from ..inference.inducing import InducingPosterior
+from ..inference.ski import SKIPosterior
 
 __all__ = ["MAX_STORED_FACTOR", "compact_state", "restore_state"]
 
@@ -36,7 +38,8 @@ MAX_STORED_FACTOR = 1000
 def compact_state(state: dict) -> tuple[dict, list[str]]:
     """Return ``state`` with large factors removed, and the names of the attributes that need restoring."""
     out, dropped = dict(state), []
-    if isinstance(state.get("posterior_"), InducingPosterior) and isinstance(state.get("X_train_"), torch.Tensor):
+    if isinstance(state.get("posterior_"), (InducingPosterior, SKIPosterior)) and isinstance(state.get("X_train_"),
+                                                                                            torch.Tensor):
         if state.get("input_summary_") is None:
             out["input_summary_"] = summarize_inputs(state["X_train_"], state.get("levels_", {}))
         del out["X_train_"]

@@ -8,7 +8,8 @@ estimator's already restored plain attributes:
 - an estimator method ``_rebuild_module(attribute, index, state_dict)`` wins;
 - :class:`~hdgp.estimators.BaseGPRegressor` families (``model_``): the estimator's own
   ``_make_kernel`` and ``_make_model`` on the stored training inputs ``X_train_``, or on
-  the inducing points of a sparse/variational model saved without them;
+  the inducing points of a sparse/variational model saved without them (placeholder rows
+  of the input dimension for SKI);
 - :class:`~hdgp.estimators.classifier.GPClassifier` (``models_[k]``): a Bernoulli
   SVGP around ``_make_kernel`` with the stored inducing points.
 """
@@ -46,8 +47,13 @@ def slot_name(attribute: str, index: int | None) -> str:
 
 def _rebuild_base_regressor(est, state_dict) -> torch.nn.Module:
     X = getattr(est, "X_train_", None)
-    if X is None:  # an inducing-point model saved without its training rows (hdgp.io.compact)
-        X = next(v for k, v in state_dict.items() if k.endswith("inducing_points")).to(**est._torch_kwargs)
+    if X is None:  # a model saved without its training rows (hdgp.io.compact)
+        inducing = [v for k, v in state_dict.items() if k.endswith("inducing_points")]
+        if inducing:
+            X = inducing[0].to(**est._torch_kwargs)
+        else:  # SKI: the kernel needs only the input dimension; the state dict sets its values
+            d = next(v for k, v in state_dict.items() if k.endswith("projections")).shape[1]
+            X = torch.zeros(2, d, **est._torch_kwargs)
     kernel = est._make_kernel(X)
     return est._make_model(kernel, X).to(dtype=X.dtype, device=X.device)
 
