@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from .._blocks import in_row_blocks
+
 __all__ = ["GaussianPosterior"]
 
 #: Test points handled per block in prediction (bounds memory at block × support size).
@@ -56,14 +58,8 @@ class GaussianPosterior:
             if not latent:
                 cov.diagonal().add_(self.noise * self.variance_scale)
             return self.constant + mean, cov
-        # outputs filled block by block: small per-block results kept in a list between the large
-        # block temporaries fragmented glibc's heap (10^6 rows: 7.2 GB peak RSS instead of ~0.6 GB)
-        mean = Xs.new_empty(Xs.shape[0])
-        var = Xs.new_empty(Xs.shape[0])
-        for start in range(0, Xs.shape[0], _PREDICT_BLOCK):
-            rows = slice(start, start + _PREDICT_BLOCK)
-            mean[rows], var[rows] = self.summand(self.kernel(Xs[rows], self.X).to_dense(),
-                                                 self.kernel(Xs[rows], diag=True))
+        mean, var = in_row_blocks(lambda xb: self.summand(self.kernel(xb, self.X).to_dense(),
+                                                          self.kernel(xb, diag=True)), Xs, _PREDICT_BLOCK)
         if not latent:
             var += self.noise * self.variance_scale
         return mean + self.constant, var

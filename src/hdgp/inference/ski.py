@@ -47,6 +47,7 @@ from linear_operator.operators import (
 )
 from linear_operator.utils.warnings import NumericalWarning as LinearOperatorNumericalWarning
 
+from .._blocks import in_row_blocks
 from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError
 from ._gaussian import GaussianNoiseModel
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
@@ -733,12 +734,8 @@ class SKIPosterior:
         """
         J, m, width = self.root_cache.shape
         block = max(64, _PREDICT_BLOCK_FLOATS // (J * (1 + width)))
-        if not full_cov and Xs.shape[0] > block:  # outputs filled in place (see GaussianPosterior.predict)
-            mean, var = Xs.new_empty(Xs.shape[0]), Xs.new_empty(Xs.shape[0])
-            for start in range(0, Xs.shape[0], block):
-                rows = slice(start, start + block)
-                mean[rows], var[rows] = self.predict(Xs[rows], latent=latent)
-            return mean, var
+        if not full_cov and Xs.shape[0] > block:
+            return in_row_blocks(lambda xb: self.predict(xb, latent=latent), Xs, block)
         z = self.kernel.base_kernel.project(Xs).T  # (J, t)
         reach = torch.ceil(_CUTOFF / self.h)  # grid points within the cut-off, per projection
         s = (z - self.u0[:, None]) / self.h[:, None]

@@ -34,6 +34,7 @@ from itertools import product
 
 import torch
 
+from .._blocks import in_row_blocks
 from .em import EMResult, fit_constant_mean, fit_em
 from .lowrank import KernelFactor, pivoted_cholesky
 from .subspace import PencilSolver, reduced_pencil
@@ -126,13 +127,8 @@ class SIGPModel:
         """
         if full_cov:
             return self.predict_from(self.features(X_new), X_new, latent=latent, full_cov=True)
-        t, k = X_new.shape[0], len(self.fits)
-        mean, var = X_new.new_empty(t, k), X_new.new_empty(t, k)
-        block = max(256, _PREDICT_BLOCK_FLOATS // self.factor.rank)
-        for start in range(0, t, block):
-            rows = slice(start, start + block)
-            mean[rows], var[rows] = self.predict_from(self.features(X_new[rows]), X_new[rows], latent=latent)
-        return mean, var
+        return in_row_blocks(lambda xb: self.predict_from(self.features(xb), xb, latent=latent), X_new,
+                             max(256, _PREDICT_BLOCK_FLOATS // self.factor.rank))
 
     def loo_mean(self, Y: torch.Tensor) -> torch.Tensor:
         r"""Leave-one-out predictive means :math:`y_i - [G^{-1}r]_i / [G^{-1}]_{ii}` (n, k).
