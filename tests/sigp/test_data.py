@@ -52,6 +52,6 @@ def test_authors_arcene_demo_is_reproduced():
     sub = sdr_subspace(*reduced_pencil(factor.features, class_features((y > 0).long())), 1, 7.5899e-7, 100)
     centre = factor.features.mean(0)
     fit = fit_constant_mean((factor.features - centre) @ sub.coef, y)
-    model = SIGPModel(factor, sub.coef, centre, [fit], Xtr, Xtr.new_zeros(Xtr.shape[1], 0))
+    model = SIGPModel(factor, sub.coef, centre, [fit], Xtr.new_zeros(Xtr.shape[1], 0))
     pred = np.sign(model.predict(Xte)[0][:, 0].numpy())
     assert f1_score(y_te, pred) == pytest.approx(0.85714, abs=1e-5)

@@ -1,6 +1,7 @@
 """SIGPRegressor / SIGPClassifier: prediction formulas, CV, bad inputs, p >> n."""
 
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -35,9 +36,9 @@ def test_predictive_mean_and_variance_match_dense_gp_formulas(mean):
     # dense reference in standardised units, exact kernel, W = Phi (Phi^T Phi)^-1 v (K W = Phi v)
     m = model.model_
     fit = m.fits[0]
-    Xs = m.X_train
+    Xs = model._standardise(X, fit=False)
     Xt = model._standardise(X_new, fit=False)
-    Phi = m.features(m.X_train)  # the training features, from the pivots (the model keeps no (n, r) copy)
+    Phi = m.features(Xs)  # the training features, from the pivots (the model keeps no (n, r) copy)
     W = Phi @ torch.linalg.solve(Phi.T @ Phi, m.coef)
     K = rbf_kernel(Xs, Xs, m.factor.lengthscale)
     k_bar = K.mean(0)
@@ -72,7 +73,7 @@ def test_fits_nonlinear_function_and_random_part_carries_signal():
     model = SIGPRegressor(y_bandwidth=0.5, **FIXED).fit(X[:150], y[:150])
     assert model.score(X[150:], y[150:]) > 0.85
     fit = model.model_.fits[0]
-    P = model.model_.projected(model.model_.X_train)
+    P = model.model_.projected(model._standardise(X[:150], fit=False))
     assert float((P @ fit.beta).var()) > 0.8  # standardised units: beta carries the signal
     _, std = model.predict(X[150:], return_std=True)
     # var(y_t) = (noise + |P_t S^1/2|^2) * variance_scale_
@@ -115,7 +116,7 @@ def test_linear_mean_starves_the_random_part_on_a_nearly_linear_kernel():
     signal = {}
     for mean in ("constant", "linear"):
         model = SIGPRegressor(mean=mean, **kw).fit(X, y)
-        P = model.model_.projected(model.model_.X_train)
+        P = model.model_.projected(model._standardise(X, fit=False))
         signal[mean] = float((P @ model.model_.fits[0].beta).var())
     assert signal["constant"] > 0.5 and signal["linear"] < 0.1 * signal["constant"]
 
@@ -301,9 +302,9 @@ def test_classifier_with_fixed_hyper_parameters_needs_no_cv_sized_classes():
 
 
 def test_fitted_model_keeps_no_training_features_and_predicts_in_blocks(monkeypatch):
-    """The fitted model holds no (n, r) kernel features (prediction reads the pivots; a 20,000-row
-    model file was 158 MB), its pickle does not grow with n, and prediction in row blocks gives
-    the one-pass result."""
+    """The fitted model holds neither the (n, r) kernel features (a 20,000-row model file was
+    158 MB) nor the (n, p) training rows: prediction reads the r pivot rows only, so its pickle
+    does not grow with n. Prediction in row blocks gives the one-pass result."""
     import hdgp.sigp.model as sigp_model
 
     rng = np.random.default_rng(3)
@@ -311,10 +312,45 @@ def test_fitted_model_keeps_no_training_features_and_predicts_in_blocks(monkeypa
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2000)
     est = SIGPRegressor(rank=2, lengthscale=3.0, eta=1e-3).fit(X, y)
     assert est.model_.factor.features is None and est.kernel_rank_ == est.model_.factor.L_pp.shape[0]
-    size = len(pickle.dumps(est)) - X.nbytes  # the training rows themselves are kept
-    assert size < 0.25 * X.shape[0] * est.kernel_rank_ * 8  # the features alone were n r floats
+    assert est.model_.factor.pivot_inputs.shape == (est.kernel_rank_, 3)
+    parts = [est.model_, est.model_.factor, *est.model_.fits]
+    shapes = [tuple(v.shape) for part in parts for v in vars(part).values() if isinstance(v, torch.Tensor)]
+    assert X.shape[0] not in {size for shape in shapes for size in shape}, shapes
+    assert len(pickle.dumps(est)) < 8 * (est.kernel_rank_ + 10) ** 2  # L_pp and coefficients, not n rows
     X_new = rng.normal(size=(1000, 3))
     one = est.predict(X_new, return_std=True)
     monkeypatch.setattr(sigp_model, "_PREDICT_BLOCK_FLOATS", 300 * est.kernel_rank_)  # blocks of 300 rows
     blocked = est.predict(X_new, return_std=True)
     assert np.allclose(one[0], blocked[0], atol=1e-12) and np.allclose(one[1], blocked[1], atol=1e-12)
+
+
+def test_linear_mean_that_can_interpolate_warns_and_is_not_calibrated():
+    """With p >= n - 1 features the linear mean fits y exactly: eq. (14)'s penalised likelihood
+    has no maximum, and on the CV folds the noise estimate collapsed (a variance ratio of 1e9
+    before the calibration counted the mean's degrees of freedom). Both warnings point at the caller."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 60))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=40)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = SIGPRegressor(mean="linear", rank=2, lengthscale=60.0, eta=1e-4, mean_penalty=1.0).fit(X, y)
+    messages = {str(w.message): w.filename for w in caught if issubclass(w.category, NumericalWarning)}
+    interpolate = [m for m in messages if "can fit the target exactly" in m]
+    uncalibrated = [m for m in messages if "linear mean on 60 features needs at least rank + 60 + 6" in m]
+    assert interpolate and uncalibrated
+    assert {messages[interpolate[0]], messages[uncalibrated[0]]} == {__file__}
+    assert model.variance_scale_ == 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)  # the constant mean is well posed on the same data
+        SIGPRegressor(rank=2, lengthscale=60.0, eta=1e-4).fit(X, y)
+
+
+def test_verbose_shows_one_step_per_fold_and_the_final_fit(capsys):
+    X, y = _regression(n=60)
+    SIGPRegressor(rank=[1, 2], lengthscale=2.0, eta=1e-3, cv=3, verbose=True).fit(X, y)
+    err = capsys.readouterr().err
+    assert "SIGP 3-fold cross-validation" in err and "SIGP fit on all rows" in err and "/4 [" in err
+    SIGPClassifier(rank=1, lengthscale=2.0, eta=1e-3, cv=3, verbose=True).fit(X, y > np.median(y))
+    assert "SIGP out-of-fold means" in capsys.readouterr().err  # the temperature's held-out fits
+    SIGPRegressor(**FIXED).fit(X, y)
+    assert capsys.readouterr().err == ""

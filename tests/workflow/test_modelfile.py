@@ -210,6 +210,46 @@ def test_format_1_file_of_other_family_loads_unchanged(saved, tmp_path):
     np.testing.assert_array_equal(back.predict(XT), hdgp.load(saved).predict(XT))
 
 
+def _find_object(node, cls):
+    """The first ``$object`` node of class ``cls`` in a manifest node."""
+    if isinstance(node, dict):
+        if node.get("$object") == cls:
+            return node
+        node = list(node.values())
+    for child in node if isinstance(node, list) else []:
+        if (found := _find_object(child, cls)) is not None:
+            return found
+    return None
+
+
+def test_format_2_2_sigp_file_is_converted(tmp_path):
+    """Before 2.3 a SIGP model stored its n×p standardised training inputs and no pivot rows; such
+    a file is read with the pivot rows taken from the training inputs, and predicts identically."""
+    est = _fit("SIGP")
+    path = hdgp.save(est, tmp_path / "new.hdgp")
+    with zipfile.ZipFile(path) as zf:
+        tensors = torch.load(io.BytesIO(zf.read("tensors.pt")), weights_only=True)
+    tensors["x_train"] = est._standardise(X, fit=False)
+    buffer = io.BytesIO()
+    torch.save(tensors, buffer)
+    blob = buffer.getvalue()
+
+    def downgrade(m):
+        m["format_version"] = [2, 2]
+        m["tensors"]["sha256"] = hashlib.sha256(blob).hexdigest()
+        model = _find_object(m["estimator"]["state"], "hdgp.sigp.model.SIGPModel")
+        model["state"]["$dict"].append(["X_train", {"$tensor": "x_train"}])
+        factor = _find_object(model, "hdgp.sigp.lowrank.KernelFactor")["state"]
+        factor["$dict"] = [kv for kv in factor["$dict"] if kv[0] != "pivot_inputs"]
+        return m
+
+    back = hdgp.load(_rewrite(path, tmp_path / "old.hdgp", manifest=downgrade, tensors=blob))
+    assert "X_train" not in vars(back.model_)
+    torch.testing.assert_close(back.model_.factor.pivot_inputs, est.model_.factor.pivot_inputs, rtol=0, atol=0)
+    for a, b in zip(back.predict(XT, return_std=True), est.predict(XT, return_std=True)):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_newer_minor_version_loads_with_warning(saved, tmp_path):
     def bump(m):
         m["format_version"] = [FORMAT_VERSION[0], FORMAT_VERSION[1] + 1]

@@ -48,6 +48,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
+from tqdm.auto import tqdm
 
 from .._scaling import column_scales, column_std, target_scale, varies
 from .._threads import thread_budget
@@ -115,18 +116,24 @@ def _neg_mse(Y_true: torch.Tensor, mean: torch.Tensor) -> float:
     return -float(((Y_true - mean) ** 2).mean())
 
 
-def _calibration_obstacle(folds, rank: int, ratio: float = 1.0) -> str | None:
+def _calibration_obstacle(folds, rank: int, ratio: float = 1.0, mean_features: int = 0) -> str | None:
     r"""Why the CV folds cannot calibrate the variance of a rank-``rank`` fit (None if they can).
 
-    A training fold of :math:`n_f` rows leaves :math:`d = n_f - 1 - m` residual degrees of
-    freedom to its noise estimate (intercept and :math:`m` projections); the calibration
-    needs :math:`d \ge` ``_CALIBRATION_DOF`` in every fold, and a finite positive ``ratio``.
+    A training fold of :math:`n_f` rows leaves :math:`d = n_f - 1 - q - m` residual degrees
+    of freedom to its noise estimate (intercept, ``mean_features`` :math:`= q` columns of a
+    linear mean, counted unpenalised, and :math:`m` projections); the calibration needs
+    :math:`d \ge` ``_CALIBRATION_DOF`` in every fold, and a finite positive ``ratio``. (A
+    linear mean with :math:`q \ge n_f - 1` interpolates the fold: its noise estimate
+    collapsed and the ratio ran to 1e9 with 100 features on 64-row folds.)
     """
     smallest = min(len(train) for train, _ in folds)
-    needed = rank + 1 + _CALIBRATION_DOF
+    needed = rank + 1 + mean_features + _CALIBRATION_DOF
     if smallest < needed:
+        linear = f"with a linear mean on {mean_features} features " if mean_features else ""
+        terms = f"rank + {mean_features} + {1 + _CALIBRATION_DOF}" if mean_features else f"rank + {1 + _CALIBRATION_DOF}"
         return (f"the smallest cross-validation training fold has {smallest} rows, and calibrating a "
-                f"rank-{rank} fit needs at least rank + {1 + _CALIBRATION_DOF} = {needed} (lower rank or cv)")
+                f"rank-{rank} fit {linear}needs at least {terms} = {needed} (lower rank or cv"
+                f"{', or use mean=' + repr('constant') if mean_features else ''})")
     if not (math.isfinite(ratio) and ratio > 0):
         return f"the cross-validated variance ratio is {ratio!r}"
     return None
@@ -137,7 +144,7 @@ def _warn_uncalibrated(reason: str) -> None:
     warnings.warn(
         f"The predictive variance is not calibrated (variance_scale_ = 1): {reason}.",
         NumericalWarning,
-        stacklevel=4,
+        stacklevel=5,
     )
 
 
@@ -218,106 +225,126 @@ class _SIGPBase(BaseEstimator):
         stays 1, with a warning, when a training fold is too small for the chosen rank
         (:func:`_calibration_obstacle`).
         """
-        n, p = X.shape
-        grid = dict(
-            lengthscales=_candidates("lengthscale", self.lengthscale, math.sqrt(p)),
-            etas=_candidates("eta", self.eta),
-            ranks=[m for m in _candidates("rank", self.rank) if m < n],
-            # the penalty of eq. (14) only exists for the linear mean
-            mean_penalties=_candidates("mean_penalty", self.mean_penalty) if self.mean == "linear" else [None],
-        )
-        options = dict(
-            mean=self.mean,
-            kernel_tol=self.kernel_tol,
-            max_kernel_rank=self.max_kernel_rank,
-            max_iter=self.max_iter,
-            tol=self.tol,
-        )
-        responses = make_responses(Y)
-        fixed = all(len(v) == 1 for v in grid.values()) and len(responses) == 1
-        self.variance_scale_, self.cv_scores_ = 1.0, {}
-        folds = make_folds() if not fixed or calibrate else []
-        if fixed:
-            self.best_params_ = dict(
-                lengthscale=grid["lengthscales"][0], response=responses[0][0], eta=grid["etas"][0],
-                rank=grid["ranks"][0],
+        # verbose: one step per cross-validation fit and one for the fit on all rows
+        with tqdm(desc="SIGP", disable=not self.verbose, leave=False) as bar:
+            n, p = X.shape
+            grid = dict(
+                lengthscales=_candidates("lengthscale", self.lengthscale, math.sqrt(p)),
+                etas=_candidates("eta", self.eta),
+                ranks=[m for m in _candidates("rank", self.rank) if m < n],
+                # the penalty of eq. (14) only exists for the linear mean
+                mean_penalties=_candidates("mean_penalty", self.mean_penalty) if self.mean == "linear" else [None],
             )
-            if self.mean == "linear":
-                self.best_params_["mean_penalty"] = grid["mean_penalties"][0]
-            if calibrate and (obstacle := _calibration_obstacle(folds, self.best_params_["rank"])):
-                _warn_uncalibrated(obstacle)
-                calibrate = False
-        if not fixed:
-            self._check_training_folds(folds, n)
-        if not fixed or calibrate:
-            cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
-            try:
-                best, self.cv_scores_, variance_ratio = cross_validate(
-                    X, Y, folds, make_responses, score, **grid, **cv_options
-                )
-            except ValueError:
-                if not fixed:
-                    raise
+            options = dict(
+                mean=self.mean,
+                kernel_tol=self.kernel_tol,
+                max_kernel_rank=self.max_kernel_rank,
+                max_iter=self.max_iter,
+                tol=self.tol,
+            )
+            mean_features = p if self.mean == "linear" else 0
+            if mean_features >= n - 1:
                 warnings.warn(
-                    f"rank={self.best_params_['rank']} cannot be fitted on the cross-validation folds, "
-                    "so the predictive variance is not calibrated (variance_scale_ = 1).",
+                    f"mean='linear' on {p} features and {n} rows: the linear mean alone can fit the target "
+                    "exactly, so the penalised likelihood (eq. 14) has no maximum (it grows without bound "
+                    "as the noise variance goes to 0) and EM stops at a local optimum. mean='constant' "
+                    "is well posed here.",
                     NumericalWarning,
-                    stacklevel=3,
+                    stacklevel=4,
                 )
-            else:
-                if not fixed:  # (fixed: the one candidate, already in best_params_ in parameter order)
-                    self.best_params_ = best
-                if calibrate and (obstacle := _calibration_obstacle(folds, best["rank"], variance_ratio)):
+            responses = make_responses(Y)
+            fixed = all(len(v) == 1 for v in grid.values()) and len(responses) == 1
+            self.variance_scale_, self.cv_scores_ = 1.0, {}
+            folds = make_folds() if not fixed or calibrate else []
+            bar.total = len(folds) + 1 + (len(folds) if out_of_fold else 0)
+            if fixed:
+                self.best_params_ = dict(
+                    lengthscale=grid["lengthscales"][0], response=responses[0][0], eta=grid["etas"][0],
+                    rank=grid["ranks"][0],
+                )
+                if self.mean == "linear":
+                    self.best_params_["mean_penalty"] = grid["mean_penalties"][0]
+                if calibrate and (obstacle := _calibration_obstacle(folds, self.best_params_["rank"],
+                                                                   mean_features=mean_features)):
                     _warn_uncalibrated(obstacle)
-                elif calibrate:
-                    self.variance_scale_ = variance_ratio
-        best = self.best_params_
-        self.model_ = fit_one(X, Y, responses, best, **options)
-        if self.model_ is None:
-            raise ValueError(
-                f"rank={best['rank']} exceeds the numerical rank of the kernel matrix; "
-                "lower `rank` or the length-scale."
+                    calibrate = False
+            if not fixed:
+                self._check_training_folds(folds, n)
+            if not fixed or calibrate:
+                cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
+                bar.set_description(f"SIGP {len(folds)}-fold cross-validation")
+                try:
+                    best, self.cv_scores_, variance_ratio = cross_validate(
+                        X, Y, folds, make_responses, score, on_fold=bar.update, **grid, **cv_options
+                    )
+                except ValueError:
+                    if not fixed:
+                        raise
+                    warnings.warn(
+                        f"rank={self.best_params_['rank']} cannot be fitted on the cross-validation folds, "
+                        "so the predictive variance is not calibrated (variance_scale_ = 1).",
+                        NumericalWarning,
+                        stacklevel=4,
+                    )
+                else:
+                    if not fixed:  # (fixed: the one candidate, already in best_params_ in parameter order)
+                        self.best_params_ = best
+                    if calibrate and (obstacle := _calibration_obstacle(folds, best["rank"], variance_ratio,
+                                                                        mean_features)):
+                        _warn_uncalibrated(obstacle)
+                    elif calibrate:
+                        self.variance_scale_ = variance_ratio
+            best = self.best_params_
+            bar.set_description("SIGP fit on all rows")
+            self.model_ = fit_one(X, Y, responses, best, **options)
+            bar.update()
+            if self.model_ is None:
+                raise ValueError(
+                    f"rank={best['rank']} exceeds the numerical rank of the kernel matrix; "
+                    "lower `rank` or the length-scale."
+                )
+            # prediction reads the pivot rows only: without the (n, r) training features (158 MB at
+            # n = 20,000) the model and its file grow with the kernel rank, not with n
+            factor = self.model_.factor = dataclasses.replace(self.model_.factor, features=None)
+            self.kernel_rank_, self.kernel_residual_ = factor.rank, factor.residual
+            self.subspace_solver_ = (
+                f"pivoted Cholesky of K, rank {factor.rank} (relative trace error "
+                f"{factor.residual:.1e}), then a dense {factor.rank}x{factor.rank} symmetric "
+                "generalised eigenproblem"
             )
-        # prediction reads the pivots only: without the (n, r) training features the model (and its
-        # file: 158 MB at n = 20,000) no longer grows with n times the kernel rank
-        factor = self.model_.factor = dataclasses.replace(self.model_.factor, features=None)
-        self.kernel_rank_, self.kernel_residual_ = factor.rank, factor.residual
-        self.subspace_solver_ = (
-            f"pivoted Cholesky of K, rank {factor.rank} (relative trace error "
-            f"{factor.residual:.1e}), then a dense {factor.rank}x{factor.rank} symmetric "
-            "generalised eigenproblem"
-        )
-        if factor.residual > 1e-3:
-            warnings.warn(
-                f"The kernel factor stopped at max_kernel_rank={self.max_kernel_rank} with "
-                f"relative trace error {factor.residual:.2g}; increase max_kernel_rank.",
-                NumericalWarning,
-                stacklevel=3,
-            )
-        if not all(f.converged for f in self.model_.fits):
-            warnings.warn(
-                f"SIGP EM did not converge in max_iter={self.max_iter} iterations; "
-                "increase max_iter or tol.",
-                ConvergenceWarning,
-                stacklevel=3,
-            )
-        self.n_iter_ = max(f.n_iter for f in self.model_.fits)
-        self.log_likelihood_ = sum(f.objective[-1] for f in self.model_.fits)
-        if not out_of_fold:
-            return None
-        if not folds:
-            try:
-                folds = make_folds()
-            except ValueError:  # e.g. a class with one row: no stratified folds
+            if factor.residual > 1e-3:
+                warnings.warn(
+                    f"The kernel factor stopped at max_kernel_rank={self.max_kernel_rank} with "
+                    f"relative trace error {factor.residual:.2g}; increase max_kernel_rank.",
+                    NumericalWarning,
+                    stacklevel=4,
+                )
+            if not all(f.converged for f in self.model_.fits):
+                warnings.warn(
+                    f"SIGP EM did not converge in max_iter={self.max_iter} iterations; "
+                    "increase max_iter or tol.",
+                    ConvergenceWarning,
+                    stacklevel=4,
+                )
+            self.n_iter_ = max(f.n_iter for f in self.model_.fits)
+            self.log_likelihood_ = sum(f.objective[-1] for f in self.model_.fits)
+            if not out_of_fold:
                 return None
-        if min(len(train) for train, _ in folds) < max(_MIN_TRAIN_ROWS, best["rank"] + 1):
-            return None
-        return out_of_fold_means(X, Y, folds, make_responses, best, **options)
+            if not folds:
+                try:
+                    folds = make_folds()
+                except ValueError:  # e.g. a class with one row: no stratified folds
+                    return None
+                bar.total += len(folds)
+            if min(len(train) for train, _ in folds) < max(_MIN_TRAIN_ROWS, best["rank"] + 1):
+                return None
+            bar.set_description("SIGP out-of-fold means")
+            return out_of_fold_means(X, Y, folds, make_responses, best, on_fold=bar.update, **options)
 
     def _latent(self, X, **options) -> tuple[torch.Tensor, torch.Tensor]:
         check_is_fitted(self, "model_")
         X = validate_data(self, X, reset=False, dtype=np.float64, order="C")
-        with thread_budget(self.model_.X_train.shape[0]):
+        with thread_budget(X.shape[0]):
             return self.model_.predict(self._standardise(X, fit=False), **options)
 
 
@@ -383,6 +410,9 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
     random_state : int or None, default=None
         Seed for shuffling the folds of an integer ``cv``; ``None`` keeps the data
         order (ignored when ``cv`` is a splitter).
+    verbose : bool, default=False
+        Show a progress bar with one step per cross-validation fold and one for the
+        fit on all rows.
 
     Attributes
     ----------
@@ -440,6 +470,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
         tol=1e-6,
         calibrate_variance=True,
         random_state=None,
+        verbose=False,
     ):
         self.rank = rank
         self.subspace = subspace
@@ -457,6 +488,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
         self.tol = tol
         self.calibrate_variance = calibrate_variance
         self.random_state = random_state
+        self.verbose = verbose
 
     @atomic_fit
     def fit(self, X, y):
@@ -577,6 +609,8 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         classes were equally frequent; the fit itself is unweighted.
     random_state : int or None, default=None
         Seed for shuffling the folds of an integer ``cv``.
+    verbose : bool, default=False
+        As in :class:`SIGPRegressor` (the out-of-fold fits of the temperature add a step per fold).
 
     Attributes
     ----------
@@ -612,6 +646,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         tol=1e-6,
         class_weight=None,
         random_state=None,
+        verbose=False,
     ):
         self.rank = rank
         self.mean = mean
@@ -626,6 +661,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         self.tol = tol
         self.class_weight = class_weight
         self.random_state = random_state
+        self.verbose = verbose
 
     @atomic_fit
     def fit(self, X, y):
@@ -671,7 +707,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         with thread_budget(X.shape[0]):
             held_out = self._fit_sigp(Xs, Y, make_responses, _neg_mse, make_folds, out_of_fold=True)
             if held_out is None or torch.isnan(held_out).any():
-                held_out, self.temperature_source_ = self.model_.loo_mean(Y), "leave-one-out"
+                held_out, self.temperature_source_ = self.model_.loo_mean(Xs, Y), "leave-one-out"
             else:
                 self.temperature_source_ = "cross-validation"
             self.temperature_ = self._fit_temperature(self._scores_matrix(held_out), codes)

@@ -52,8 +52,10 @@ Compatibility
 -------------
 Files of a newer major ``format_version`` than :data:`FORMAT_VERSION` are refused with
 :class:`ModelFileError`; format 1.x files are read and converted (2.0 changed how the
-projected-additive kernel's scales are stored). A newer minor version only adds
-optional fields and is read with a :class:`~hdgp.exceptions.HDGPWarning`.
+projected-additive kernel's scales are stored), and older minor versions are converted where
+a later minor changed what is stored (:func:`_upgrade_tensors`). A newer minor version is read
+with a :class:`~hdgp.exceptions.HDGPWarning`: it adds optional fields, which this version
+ignores, but it may also leave out what this version needs (see :data:`FORMAT_VERSION`).
 """
 
 from __future__ import annotations
@@ -83,8 +85,10 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: softplus), which a 1.x reader would misread; 1.x files are converted when read. 2.1 adds the OAK
 #: flow's ``log_min_`` (a 2.0 file's flow refuses values <= 0 in a log-transformed feature). 2.2
 #: adds the SKI posterior's ``columns`` (its variance cache keeps r_j columns per projection; an
-#: older file's cache keeps the same number for all, which 2.2 still reads).
-FORMAT_VERSION = (2, 2)
+#: older file's cache keeps the same number for all, which 2.2 still reads). 2.3 stores a SIGP
+#: model's r pivot rows instead of its n×p training inputs (older files are converted when read;
+#: a 2.2 reader cannot predict from a 2.3 SIGP file).
+FORMAT_VERSION = (2, 3)
 #: Oldest major version this version reads (:func:`_upgrade_tensors` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
@@ -408,17 +412,43 @@ def _load_parts(path, device):
 
 
 def _upgrade_tensors(manifest: dict, cls, tensors: dict) -> None:
-    """Convert, in place, the stored values of a format-1.x file whose encoding 2.0 changed:
-    a projected-additive model's raw scales, softplus⁻¹(v) then, log(v) now."""
+    """Convert, in place, the manifest and stored values of a file whose encoding a later format
+    changed: a format-1.x projected-additive model's raw scales (softplus⁻¹(v) then, log(v)
+    now), and a SIGP model before 2.3, which stored its training inputs instead of the kernel
+    factor's pivot rows (the only rows prediction reads)."""
     from ..estimators.projected import ProjectedAdditiveGPRegressor
+    from ..estimators.sigp import _SIGPBase
 
-    if manifest["format_version"][0] >= 2 or not issubclass(cls, ProjectedAdditiveGPRegressor):
+    version = tuple(manifest["format_version"])
+    if version < (2, 3) and issubclass(cls, _SIGPBase):
+        _sigp_pivot_inputs(manifest["estimator"]["state"], tensors)
+    if version[0] >= 2 or not issubclass(cls, ProjectedAdditiveGPRegressor):
         return
     for slot in manifest["estimator"].get("modules") or []:
         for name in _SOFTPLUS_IN_1X:
             key = slot["state_dict_prefix"] + name
             if key in tensors:
                 tensors[key] = torch.nn.functional.softplus(tensors[key]).log()
+
+
+def _sigp_pivot_inputs(state: dict, tensors: dict) -> None:
+    """Replace a stored SIGP model's ``X_train`` by its kernel factor's ``pivot_inputs`` (format 2.3)."""
+    def entries(node) -> list:  # the [key, value] pairs of a $dict node, or of an $object's state
+        return (node["state"] if "$object" in node else node)["$dict"]
+
+    model = dict(entries(state)).get("model_")
+    if model is None:  # not fitted
+        return
+    fields = entries(model)
+    X_train = dict(fields)["X_train"]["$tensor"]
+    fields[:] = [kv for kv in fields if kv[0] != "X_train"]
+    factor = entries(dict(fields)["factor"])
+    pivots = dict(factor)["pivots"]["$tensor"]
+    key = f"t{len(tensors)}"
+    while key in tensors:
+        key += "_"
+    tensors[key] = tensors[X_train][tensors[pivots]]
+    factor.append(["pivot_inputs", {"$tensor": key}])
 
 
 def _strip_modules(node):

@@ -30,6 +30,8 @@ def cross_validate(
     folds: list[tuple[np.ndarray, np.ndarray]],
     make_responses: Callable[[torch.Tensor], list],
     score: Callable[[torch.Tensor, torch.Tensor], float],
+    *,
+    on_fold: Callable[[], None] | None = None,
     **grid,
 ) -> tuple[dict, dict]:
     """Score every grid point on every fold and return the best.
@@ -44,6 +46,8 @@ def cross_validate(
         :func:`~hdgp.sigp.model.fit_grid` for a training fold.
     score : callable
         ``score(Y_val, mean_val)``, higher is better.
+    on_fold : callable or None
+        Called after each fold (progress reporting).
     **grid
         Keyword arguments of :func:`~hdgp.sigp.model.fit_grid` (lists of candidates
         and fitting options).
@@ -81,6 +85,8 @@ def cross_validate(
                 order.append(key)
             per_fold[key].append(float(score(Yva, mean)))
             sq_residuals[key] += float(((Yva - mean) ** 2 / var).sum())
+        if on_fold is not None:
+            on_fold()
     complete = {k: float(np.mean(v)) for k, v in per_fold.items() if len(v) == len(folds)}
     if not complete:
         raise ValueError(
@@ -93,14 +99,15 @@ def cross_validate(
     return dict(best_key), complete, sq_residuals[best_key] / n_held_out
 
 
-def out_of_fold_means(X: torch.Tensor, Y: torch.Tensor, folds, make_responses, params: dict,
-                      **options) -> torch.Tensor | None:
+def out_of_fold_means(X: torch.Tensor, Y: torch.Tensor, folds, make_responses, params: dict, *,
+                      on_fold: Callable[[], None] | None = None, **options) -> torch.Tensor | None:
     """Predictive means of hyper-parameters ``params`` for every row, each from the fit on the
     folds that held it out, (n, k); rows in no validation fold are NaN.
 
     Unlike leave-one-out means of the full-data fit, they owe nothing to the row's own label
     through the subspace (estimated from every label) or the mean function. None when
-    ``params``' rank cannot be fitted on some training fold. ``options``: as :func:`cross_validate`.
+    ``params``' rank cannot be fitted on some training fold. ``on_fold`` and ``options``: as
+    :func:`cross_validate`.
     """
     out = torch.full_like(Y, float("nan"))
     for train, val in folds:
@@ -108,4 +115,6 @@ def out_of_fold_means(X: torch.Tensor, Y: torch.Tensor, folds, make_responses, p
         if model is None:
             return None
         out[val] = model.predict_from(model.features(X[val]), X[val])[0]
+        if on_fold is not None:
+            on_fold()
     return out

@@ -67,6 +67,9 @@ class KernelFactor:
         n·r; :meth:`features_at` on the training rows gives it back).
     pivots : torch.Tensor of shape (r,)
         Indices of the training points chosen as pivots, in order.
+    pivot_inputs : torch.Tensor of shape (r, p)
+        The training inputs at the pivots: all that :meth:`features_at` reads of the
+        training data, so a fitted model keeps no n×p copy of it.
     L_pp : torch.Tensor of shape (r, r)
         Lower-triangular Cholesky factor of :math:`K` on the pivots (:math:`\Phi` at the pivot rows).
     residual : float
@@ -77,6 +80,7 @@ class KernelFactor:
 
     features: torch.Tensor | None
     pivots: torch.Tensor
+    pivot_inputs: torch.Tensor
     L_pp: torch.Tensor
     residual: float
     lengthscale: float
@@ -86,9 +90,9 @@ class KernelFactor:
         """Rank :math:`r` of the factor."""
         return int(self.L_pp.shape[0])
 
-    def features_at(self, X_new: torch.Tensor, X_train: torch.Tensor) -> torch.Tensor:
+    def features_at(self, X_new: torch.Tensor) -> torch.Tensor:
         r"""Nyström features :math:`\phi(X_*)` of shape (t, r), cost :math:`O(t r p + t r^2)`."""
-        k_piv = rbf_kernel(X_train[self.pivots], X_new, self.lengthscale)
+        k_piv = rbf_kernel(self.pivot_inputs, X_new, self.lengthscale)
         return torch.linalg.solve_triangular(self.L_pp, k_piv, upper=False).T
 
 
@@ -152,6 +156,7 @@ def pivoted_cholesky(
     return KernelFactor(
         features=F,
         pivots=piv,
+        pivot_inputs=X[piv],
         L_pp=torch.tril(F[piv]),
         residual=trace / total,
         lengthscale=float(lengthscale),

@@ -74,7 +74,6 @@ class SIGPModel:
     feature_mean : torch.Tensor of shape (r,)
         Mean training feature :math:`\Phi^\top\mathbf 1/n` (centring of the projections).
     fits : list of EMResult, one per target column
-    X_train : torch.Tensor of shape (n, p)
     mean_basis : torch.Tensor of shape (p, q) (q = 0: constant mean)
     """
 
@@ -82,12 +81,11 @@ class SIGPModel:
     coef: torch.Tensor
     feature_mean: torch.Tensor
     fits: list[EMResult]
-    X_train: torch.Tensor
     mean_basis: torch.Tensor
 
     def features(self, X_new: torch.Tensor) -> torch.Tensor:
         r""":math:`\phi(X_t)`, shape (t, r); reusable across models sharing the factor."""
-        return self.factor.features_at(X_new, self.X_train)
+        return self.factor.features_at(X_new)
 
     def projected(self, X_new: torch.Tensor) -> torch.Tensor:
         """Centred projections :math:`P_t`, shape (t, m)."""
@@ -130,15 +128,16 @@ class SIGPModel:
         return in_row_blocks(lambda xb: self.predict_from(self.features(xb), xb, latent=latent), X_new,
                              max(256, _PREDICT_BLOCK_FLOATS // self.factor.rank))
 
-    def loo_mean(self, Y: torch.Tensor) -> torch.Tensor:
-        r"""Leave-one-out predictive means :math:`y_i - [G^{-1}r]_i / [G^{-1}]_{ii}` (n, k).
+    def loo_mean(self, X: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        r"""Leave-one-out predictive means :math:`y_i - [G^{-1}r]_i / [G^{-1}]_{ii}` (n, k)
+        on the training data ``X``, ``Y`` the model was fitted to.
 
         The mean parameters are held at their full-data values; :math:`G^{-1}` in
         Woodbury form (eq. 13), :math:`O(n m^2)`.
         """
-        features = self.factor.features if self.factor.features is not None else self.features(self.X_train)
+        features = self.factor.features if self.factor.features is not None else self.features(X)
         P = (features - self.feature_mean) @ self.coef
-        Z = self.X_train @ self.mean_basis
+        Z = X @ self.mean_basis
         out = []
         for k, fit in enumerate(self.fits):
             r = Y[:, k] - fit.theta[0] - Z @ fit.theta[1:]
@@ -225,7 +224,7 @@ def fit_grid(
                     params = dict(lengthscale=ell, response=key, eta=eta, rank=m)
                     if lam is not None:
                         params["mean_penalty"] = lam
-                    yield params, SIGPModel(factor, coef, feature_mean, fits, X, basis)
+                    yield params, SIGPModel(factor, coef, feature_mean, fits, basis)
 
 
 def fit_one(X: torch.Tensor, Y: torch.Tensor, responses: list, params: dict, **options) -> SIGPModel | None:
