@@ -88,8 +88,20 @@ class _FlatParameters:
         ]).cpu().double().numpy()
 
 
+class _BudgetSpent(Exception):
+    """The objective was asked for one evaluation more than an L-BFGS run may use."""
+
+
 def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
+    """L-BFGS-B from the current parameters: at most ``max_iter`` iterations and ``2 * max_iter``
+    objective evaluations over all its restarts, then the best parameters evaluated are kept.
+
+    SciPy checks ``maxfun`` only between iterations, so a line search could overrun it (56
+    evaluations for max_iter=20 on a SKI fit, where one evaluation at n = 200,000 takes 30 s):
+    the objective itself stops the run when the budget is spent.
+    """
     ftol = max(_LBFGS_FTOL, getattr(model, "objective_resolution", 0.0))
+    budget = 2 * max_iter
     flat = _FlatParameters(model)
     best = {"loss": math.inf, "x": flat.get()}
     count = {"n": 0, "failed": 0}
@@ -110,6 +122,8 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
         return value, (2.0 * (value - best["loss"]) / sq) * step if sq > 0 else np.zeros_like(x)
 
     def fun(x):
+        if count["n"] >= budget:
+            raise _BudgetSpent
         flat.set(x)
         model.zero_grad(set_to_none=True)
         count["n"] += 1
@@ -132,11 +146,15 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
     x_start, iterations, status = flat.get(), 0, 0
     for _ in range(_LBFGS_BACKOFF_RESTARTS + 1):
         failed_before = count["n"], count["failed"]
-        res = scipy.optimize.minimize(
-            fun, x_start, jac=True, method="L-BFGS-B",
-            options={"maxiter": max_iter - iterations, "maxfun": max(1, 2 * max_iter - count["n"]),
-                     "ftol": ftol, "gtol": 1e-5, "maxcor": _LBFGS_MEMORY},
-        )
+        try:
+            res = scipy.optimize.minimize(
+                fun, x_start, jac=True, method="L-BFGS-B",
+                options={"maxiter": max_iter - iterations, "maxfun": budget - count["n"],
+                         "ftol": ftol, "gtol": 1e-5, "maxcor": _LBFGS_MEMORY},
+            )
+        except _BudgetSpent:
+            status = 1
+            break
         iterations += int(res.nit)
         status = res.status
         # A run that met failed evaluations (non-PD matrix, NaN gradient) restarts from the best point
@@ -144,7 +162,7 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
         # (status 2) or, pushed back onto the best point by the bowl of back_off, read the zero
         # reduction there as convergence (status 0), which stopped an RBF-ARD fit after 2 good steps.
         if (status == 1 or count["failed"] == failed_before[1] or not math.isfinite(best["loss"])
-                or iterations >= max_iter or count["n"] >= 2 * max_iter):
+                or iterations >= max_iter or count["n"] >= budget):
             break
         x_start = best["x"]
     flat.set(best["x"])  # keep the best parameters ever evaluated

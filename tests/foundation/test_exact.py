@@ -188,3 +188,33 @@ def test_indefinite_matrix_raises_after_max_jitter():
         warnings.simplefilter("ignore")
         with pytest.raises(NotPositiveDefiniteError, match="not positive definite"):
             robust_cholesky(-torch.eye(4))
+
+
+class _Rugged(torch.nn.Module):
+    """An objective whose line searches backtrack: SciPy's L-BFGS-B alone spends 8 evaluations
+    with maxiter=2, maxfun=4 from this start."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Parameter(torch.tensor([3.0, -2.0], dtype=torch.float64))
+
+    def neg_log_marginal_likelihood(self, X, y):
+        a = self.a
+        return y.shape[0] * (0.01 * a.pow(2).sum() + a.abs().pow(0.3).sum() + 0.3 * torch.sin(40 * a).sum())
+
+
+@pytest.mark.parametrize("max_iter", [1, 2, 3, 5])
+def test_lbfgs_evaluation_budget_holds_inside_line_searches(max_iter):
+    X, y = torch.zeros(4, 1, dtype=torch.float64), torch.zeros(4, dtype=torch.float64)
+    model = _Rugged()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = fit_hyperparameters(model, X, y, max_iter=max_iter)
+    assert result.n_evaluations <= 2 * max_iter
+    # the best point evaluated is kept, even when the budget ran out mid line search
+    assert result.loss == pytest.approx(_objective_at(model, X, y)) and result.loss < _objective_at(_Rugged(), X, y)
+
+
+def _objective_at(model, X, y):
+    with torch.no_grad():
+        return float(model.neg_log_marginal_likelihood(X, y)) / y.shape[0]

@@ -161,7 +161,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         inference up to :data:`AUTO_EXACT_MAX_N` training rows and the sparse (SGPR)
         engine beyond, when it is available. The choice is stored in ``inference_``.
         Sparse fits are optimised from the generic start and from an exact fit on
-        :data:`SUBSET_INIT_ROWS` random training rows, keeping the better bound;
+        :data:`SUBSET_INIT_ROWS` random training rows (cheap, so run with the default
+        iteration cap whatever ``max_iter`` is), keeping the better bound;
         variational fits start from the subset fit (``init_result_``, ``start_``).
         ``"variational"`` (minibatch SVGP) trains with its own loop (natural gradients +
         Adam); ``optimizer`` and ``n_restarts`` do not apply to it.
@@ -177,7 +178,8 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         L-BFGS on the exact marginal likelihood, or the paper protocol (Adam lr 0.1,
         ≤ 1000 steps, moving-average stopping) for faithful reproduction.
     max_iter : int or None
-        Optimiser iteration cap (None: 500 for L-BFGS, 1000 for Adam).
+        Optimiser iteration cap (None: 500 for L-BFGS, 1000 for Adam); L-BFGS also stops
+        after 2 * max_iter objective evaluations, line searches included.
     n_restarts : int, default=0
         Additional random restarts of the optimiser (seeded by ``random_state``).
     warm_start : bool, default=False
