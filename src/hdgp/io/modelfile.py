@@ -53,7 +53,7 @@ Compatibility
 Files of a newer major ``format_version`` than :data:`FORMAT_VERSION` are refused with
 :class:`ModelFileError`; format 1.x files are read and converted (2.0 changed how the
 projected-additive kernel's scales are stored), and older minor versions are converted where
-a later minor changed what is stored (:func:`_upgrade_tensors`). A newer minor version is read
+a later minor changed what is stored (:func:`_upgrade_contents`). A newer minor version is read
 with a :class:`~hdgp.exceptions.HDGPWarning`: it adds optional fields, which this version
 ignores, but it may also leave out what this version needs (see :data:`FORMAT_VERSION`).
 """
@@ -89,7 +89,7 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: model's r pivot rows instead of its n×p training inputs (older files are converted when read;
 #: a 2.2 reader cannot predict from a 2.3 SIGP file).
 FORMAT_VERSION = (2, 3)
-#: Oldest major version this version reads (:func:`_upgrade_tensors` converts older majors).
+#: Oldest major version this version reads (:func:`_upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
 #: softplus⁻¹(value) and 2.0 stores as log(value).
@@ -369,7 +369,7 @@ def _load_parts(path, device):
         cls = _import_hdgp_class(spec["class"])
         if not issubclass(cls, BaseEstimator):  # the constructor runs: only estimators, never e.g. a ResultStore
             raise ValueError(f"{spec['class']!r} is not an hdgp estimator")
-        _upgrade_tensors(manifest, cls, tensors)
+        _upgrade_contents(manifest, cls, tensors)
         est = cls(**StateDecoder(tensors).decode(spec["params"]))
         target = _choose_device(est, path, device)
         first = StateDecoder(tensors, device=target)
@@ -411,7 +411,7 @@ def _load_parts(path, device):
     return est, table, metadata
 
 
-def _upgrade_tensors(manifest: dict, cls, tensors: dict) -> None:
+def _upgrade_contents(manifest: dict, cls, tensors: dict) -> None:
     """Convert, in place, the manifest and stored values of a file whose encoding a later format
     changed: a format-1.x projected-additive model's raw scales (softplus⁻¹(v) then, log(v)
     now), and a SIGP model before 2.3, which stored its training inputs instead of the kernel
