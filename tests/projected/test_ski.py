@@ -16,6 +16,7 @@ from hdgp.inference.ski import (
     _preconditioner_ranks,
     _toeplitz_matmul,
     cubic_interpolation,
+    symmetric_toeplitz_eigh,
 )
 from hdgp.kernels.projected_kernel import ProjectedAdditiveKernel
 from hdgp.projections import diverse_directions, random_directions
@@ -379,3 +380,18 @@ def test_preconditioner_solve_through_the_grids_is_the_dense_inverse():
     v = torch.randn(300, 3, dtype=DT, generator=torch.Generator().manual_seed(1))
     assert torch.allclose(solve(v), torch.linalg.solve(P, v), rtol=1e-8, atol=1e-10)
     assert torch.allclose(logdet, torch.logdet(P), rtol=1e-10)
+
+
+@pytest.mark.parametrize("m", [16, 17, 64, 101])
+def test_symmetric_toeplitz_eigh_matches_dense_eigh(m):
+    """The centrosymmetric split (two half-size problems) gives the spectrum of the dense matrix
+    and orthonormal eigenvectors, for even and odd m, an RBF column and an indefinite one."""
+    rbf = torch.exp(-0.5 * (0.05 * torch.arange(m, dtype=torch.float64) / 0.3) ** 2)
+    indefinite = torch.randn(m, dtype=torch.float64, generator=torch.Generator().manual_seed(m))
+    for col in (rbf, indefinite):
+        T = col[(torch.arange(m)[:, None] - torch.arange(m)).abs()]
+        values, vectors = symmetric_toeplitz_eigh(col)
+        assert torch.all(values[:-1] >= values[1:])
+        torch.testing.assert_close(values, torch.linalg.eigvalsh(T).flip(0), rtol=0, atol=1e-12)
+        torch.testing.assert_close(T @ vectors, vectors * values, rtol=0, atol=1e-12)
+        torch.testing.assert_close(vectors.T @ vectors, torch.eye(m, dtype=torch.float64), rtol=0, atol=1e-12)

@@ -52,7 +52,8 @@ from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError
 from ._gaussian import GaussianNoiseModel
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 
-__all__ = ["ProjectedSKIOperator", "SKIProjectedGPModel", "SKIPosterior", "cubic_interpolation"]
+__all__ = ["ProjectedSKIOperator", "SKIProjectedGPModel", "SKIPosterior", "cubic_interpolation",
+           "symmetric_toeplitz_eigh"]
 
 #: Relative residual ‖K̂α − r‖/‖r‖ of the posterior solve above which a ConvergenceWarning is issued.
 _POSTERIOR_MAX_RESIDUAL = 1e-3
@@ -125,6 +126,41 @@ def _toeplitz_matmul(col: torch.Tensor, U: torch.Tensor) -> torch.Tensor:
     f = torch.fft.rfft(circ, dim=-1)
     FU = torch.fft.rfft(U.transpose(-1, -2), n=2 * m, dim=-1)  # FFT along the last axis is ~2x faster
     return torch.fft.irfft(f[:, None, :] * FU, n=2 * m, dim=-1)[..., :m].transpose(-1, -2)
+
+
+def symmetric_toeplitz_eigh(col: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Eigenvalues (descending) and orthonormal eigenvectors of the symmetric Toeplitz matrix
+    :math:`T_{ab} = t_{|a-b|}` with first column ``col`` (m,).
+
+    :math:`T` is centrosymmetric (:math:`JTJ = T`, :math:`J` the exchange matrix), so with
+    :math:`k = \lfloor m/2\rfloor`, :math:`A_{ab} = t_{|a-b|}` and :math:`(BJ)_{ab} = t_{m-1-a-b}`
+    (:math:`a, b < k`) the orthogonal :math:`Q = \tfrac{1}{\sqrt 2}\begin{bmatrix} I & I \\ J & -J
+    \end{bmatrix}` (with a middle row :math:`[0\;\sqrt 2\;0]` for odd m) gives
+    :math:`Q^\top T Q = \operatorname{diag}(A + BJ, A - BJ)`, bordered for odd m by
+    :math:`\sqrt 2\,t_{k-a}` and :math:`t_0` in the symmetric block: eigenvectors are
+    :math:`[u; Ju]/\sqrt 2` or :math:`[u; -Ju]/\sqrt 2`. Two half-size problems cost a quarter of
+    the flops and half the memory of one dense ``eigh`` (the variance cache of a 4096-point grid
+    needed a 134 MB matrix and about 10 s per projection).
+    """
+    m = col.shape[0]
+    k = m // 2
+    a = torch.arange(k, device=col.device)
+    near, far = col[(a[:, None] - a).abs()], col[m - 1 - a[:, None] - a]
+    sym, skew = near + far, near - far
+    if m % 2:  # border of the symmetric block: the middle row and column of T
+        middle = math.sqrt(2.0) * col[k - a]
+        sym = torch.cat([torch.cat([sym, middle[:, None]], 1), torch.cat([middle, col[:1]])[None]], 0)
+    val_s, vec_s = torch.linalg.eigh(sym)
+    val_k, vec_k = torch.linalg.eigh(skew)
+    half = 1.0 / math.sqrt(2.0)
+    top_s, top_k = vec_s[:k] * half, vec_k * half
+    mid_s = vec_s[k:] if m % 2 else vec_s.new_zeros(0, k + m % 2)
+    mid_k = vec_k.new_zeros(m % 2, k)
+    vectors = torch.cat([torch.cat([top_s, mid_s, top_s.flip(0)]),
+                         torch.cat([top_k, mid_k, -top_k.flip(0)])], 1)
+    values = torch.cat([val_s, val_k])
+    order = values.argsort(descending=True)
+    return values[order], vectors[:, order]
 
 
 def _interp_t(index, weight, rhs, n_grid):
@@ -615,13 +651,16 @@ class SKIProjectedGPModel(GaussianNoiseModel):
                 "inference='exact' for small data.",
                 ConvergenceWarning, stacklevel=3,
             )
-        T = op.col[:, (torch.arange(self.grid_size)[:, None] - torch.arange(self.grid_size)).abs()]
-        evals, evecs = torch.linalg.eigh(T)
-        evals, evecs = evals.flip(-1), evecs.flip(-1)  # largest first: the kept modes lead every row
         coef = op.coef.clamp_min(0)
-        keep = (evals > _EIGEN_FLOOR * evals[:, :1]) & (coef[:, None] * evals > _VARIANCE_MODE_TOL * self.noise)
-        r = max(int(keep.sum(-1).max()), 1)
-        E, lam, keep = evecs[..., :r], evals[:, :r], keep[:, :r]
+        modes = []  # one projection at a time: largest eigenvalues first, so the kept modes lead every row
+        for j in range(op.col.shape[0]):
+            evals, evecs = symmetric_toeplitz_eigh(op.col[j])
+            keep = (evals > _EIGEN_FLOOR * evals[0]) & (coef[j] * evals > _VARIANCE_MODE_TOL * self.noise)
+            modes.append((evals, evecs, keep))
+        r = max(max(int(keep.sum()) for _, _, keep in modes), 1)
+        E = torch.stack([evecs[:, :r] for _, evecs, _ in modes])
+        lam = torch.stack([evals[:r] for evals, _, _ in modes])
+        keep = torch.stack([keep[:r] for _, _, keep in modes])
         scale = coef.sqrt()[:, None, None]
         root = E * (lam.clamp_min(0).sqrt() * keep)[:, None, :] * scale  # sqrt(c_j) G_j, G_j G_j^T ~ T_j
         A = _feature_gram(op, root, keep)
