@@ -258,3 +258,29 @@ def test_model_files_from_before_classification_still_load(tmp_path):
     old = hdgp.load(tmp_path / "old.hdgp")
     assert "task" not in vars(old.schema) and old.task == "regression" and old.schema.classes == ()
     pd.testing.assert_frame_equal(old.predict(frame), tm.predict(frame))
+
+
+def test_class_weight_is_keyed_by_the_table_labels():
+    """The estimator is fitted to codes 0..K-1; a class_weight dict names the table's labels (from
+    the CLI a JSON object, whose keys are strings), and the summary reports them by label."""
+    tm = _quiet_fit(FRAME, "answer", model="sigp", params={**FIXED_SIGPC, "class_weight": {"yes": 3.0, "no": 1.0}})
+    np.testing.assert_allclose(tm.estimator.class_weight_, [1.0, 3.0])
+    assert "class weights on the probabilities: no 1, yes 3" in tm.summary()
+    from hdgp.workflow.report import report_data
+
+    assert report_data(tm)["learned"]["class_weights"] == {"no": 1.0, "yes": 3.0}
+    numeric = FRAME.assign(answer=(FRAME["answer"] == "yes").astype(int))
+    tm = _quiet_fit(numeric, "answer", model="sigp", params={**FIXED_SIGPC, "class_weight": {"1": 2.0, "0": 1.0}})
+    np.testing.assert_allclose(tm.estimator.class_weight_, [1.0, 2.0])
+    with pytest.raises(ValueError, match="class_weight names class 'maybe', which is not a class of the target; "
+                                         "its classes are 'no', 'yes'"):
+        _quiet_fit(FRAME, "answer", model="sigp", params={**FIXED_SIGPC, "class_weight": {"maybe": 2.0}})
+
+
+def test_estimator_errors_name_classes_by_label():
+    """A 2-row class keeps 1 training row after the stratified hold-out, too few for SIGP's
+    stratified cross-validation: the error names the class as the table does, not by its code."""
+    frame = FRAME.copy()
+    frame.loc[[0, 1], "answer"] = "rare"
+    with pytest.raises(ValueError, match="class 'rare' has 1"):
+        _quiet_fit(frame, "answer", model="sigp")

@@ -191,3 +191,13 @@ def test_auto_stops_at_a_parameter_value_a_candidate_rejects(tmp_path):
                                        "-o", str(tmp_path / "m.hdgp"), "--quiet"])
     assert result.exit_code != 0 and "noise_lower_bound=2" in result.output
     assert not (tmp_path / "m.hdgp").exists()
+
+
+@pytest.mark.parametrize("name", ["OAK", "SIGP", "GP-classifier"])
+def test_summary_of_an_unfitted_estimator_says_so(name):
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        hdgp.summary(hdgp.preset(name))
+    with pytest.raises(NotFittedError):
+        learned_quantities(hdgp.preset(name))

@@ -179,7 +179,7 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
             "model": meta["model"], "output": str(out), "target": target, "metrics": meta["metrics"],
             "selection": meta["selection"], "fit_seconds": meta["fit_seconds"],
             "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"], "refit_all": meta["refit_all"],
-            "learned": learned_quantities(tm.estimator), "warnings": meta["warnings"]}), indent=2))
+            "learned": learned_quantities(tm.estimator, classes=tm.schema.classes), "warnings": meta["warnings"]}), indent=2))
         return
     if meta["selection"]:
         _echo_selection(meta["selection"], tm.task)

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 import warnings
 
@@ -86,6 +87,8 @@ def make_estimator(model: str, schema: TableSchema, *, params: dict | None = Non
             chosen[key] = value
         elif strict:
             raise ValueError(f"Model {name} has no parameter {key!r}. Its parameters: {', '.join(sorted(accepted))}.")
+    if isinstance(chosen.get("class_weight"), dict):
+        chosen["class_weight"] = _weights_by_code(chosen["class_weight"], schema.classes)
     if "categorical_features" in accepted:
         schema.encoding = "codes"
         if schema.categorical:
@@ -93,6 +96,20 @@ def make_estimator(model: str, schema: TableSchema, *, params: dict | None = Non
     else:
         schema.encoding = "onehot"
     return est.set_params(**chosen)
+
+
+def _weights_by_code(weights: dict, classes) -> dict:
+    """A ``class_weight`` dict keyed by the table's class labels, re-keyed by the codes 0..K-1 the
+    estimator is fitted to. A key matches a label equal to it or written the same (keys from
+    ``-p class_weight={...}`` are JSON strings, so ``"1"`` matches the label 1)."""
+    out = {}
+    for key, weight in weights.items():
+        code = next((i for i, c in enumerate(classes) if c == key or str(c) == str(key)), None)
+        if code is None:
+            raise ValueError(f"class_weight names class {key!r}, which is not a class of the target; "
+                             f"its classes are {', '.join(map(repr, classes))}.")
+        out[code] = weight
+    return out
 
 
 def evaluate(est, X, y) -> tuple[dict, np.ndarray, np.ndarray]:
@@ -143,11 +160,22 @@ def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_tra
             "target": _target_summary(schema, y), "features": features}
 
 
-def _fit(est, X, y):
+def _fit(est, X, y, classes=()):
+    """Fit; returns the seconds and the warnings. ``classes``: the labels of the codes 0..K-1 in
+    ``y``, which replace the codes in an estimator's "class <code>" error messages."""
     start = time.perf_counter()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        est.fit(X, y)
+        try:
+            est.fit(X, y)
+        except ValueError as exc:
+            if not classes:
+                raise
+            named = re.sub(r"\bclass (\d+)\b", lambda m: f"class {classes[int(m.group(1))]!r}"
+                           if int(m.group(1)) < len(classes) else m.group(0), str(exc))
+            if named == str(exc):
+                raise
+            raise ValueError(named) from exc
     return time.perf_counter() - start, sorted({f"{w.category.__name__}: {w.message}" for w in caught})
 
 
@@ -245,7 +273,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     X_fit = schema.encode(X_train)
-    seconds, caught = _fit(est, X_fit, y_train)
+    seconds, caught = _fit(est, X_fit, y_train, schema.classes)
     if winner is not None and "warm_start" in winner.get_params():
         est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
     progress(f"fitted {name} in {seconds:.1f} s")

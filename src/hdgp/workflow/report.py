@@ -147,7 +147,7 @@ def report_data(tm, top: int = 10) -> dict:
     """Numbers shown in the report (also printed by ``hdgp explain --json``)."""
     est, meta = tm.estimator, tm.metadata
     out = {"model": meta.get("model"), "task": tm.task, "target": tm.target, "metrics": meta.get("metrics"),
-           "selection": meta.get("selection"), "learned": learned_quantities(est), "sobol": None}
+           "selection": meta.get("selection"), "learned": learned_quantities(est, classes=tm.schema.classes), "sobol": None}
     if tm.task == "classification":
         out["classes"] = list(tm.schema.classes)
     if _has_sobol(est):
@@ -227,7 +227,7 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                  _fmt(r["fit_seconds"], 3), r["error"] or ""] for r in meta["selection"]]
         parts.append(_table(["model", *header, "fit (s)", "error"], rows, "selection"))
     # learned quantities
-    q = learned_quantities(est)
+    q = learned_quantities(est, classes=tm.schema.classes)
     parts.append("<h2 id='model'>Fitted model</h2>")
     parts.append(f"<p>{_e(meta.get('model'))} ({_e(q['estimator'])}), fitted in {_fmt(meta.get('fit_seconds'), 3)} s."
                  + (f" Noise std {np.sqrt(q['noise_variance']):.4g} (target units)." if "noise_variance" in q else "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["learned_quantities", "summarize", "feature_names"]
 
@@ -62,8 +63,11 @@ def _constant_features(est, names) -> list:
     return [name for name, flag in zip(names, same) if flag]
 
 
-def learned_quantities(est) -> dict:
-    """Key fitted quantities of an hdgp estimator as plain Python values.
+def learned_quantities(est, *, classes=None) -> dict:
+    """Key fitted quantities of a fitted hdgp estimator as plain Python values.
+
+    ``classes`` names the classes in the order of ``est.classes_`` where the estimator was
+    fitted to codes (a table model's is fitted to 0..K-1); by default ``est.classes_``.
 
     Returns
     -------
@@ -79,6 +83,7 @@ def learned_quantities(est) -> dict:
         was set), ``variance_scale`` (SIGP's cross-validated variance factor), plus ``n_train`` and ``n_features``. A binary GP /
         OAK classifier reports the length-scales and Sobol terms of its latent function.
     """
+    check_is_fitted(est)
     names = feature_names(est)
     out: dict = {"estimator": type(est).__name__, "n_features": len(names)}
     if hasattr(est, "X_train_"):
@@ -112,7 +117,8 @@ def learned_quantities(est) -> dict:
     if hasattr(est, "temperature_"):
         out["temperature"] = float(est.temperature_)
     if getattr(est, "class_weight_", None) is not None:
-        out["class_weights"] = {str(c): float(w) for c, w in zip(est.classes_, est.class_weight_)}
+        labels = est.classes_ if classes is None else classes
+        out["class_weights"] = {str(c): float(w) for c, w in zip(labels, est.class_weight_)}
     if isinstance(getattr(est, "sobol_indices_", None), dict):  # one latent function (a list: one per class)
         out["sobol_top"] = {" × ".join(k): float(v) for k, v in list(est.sobol_indices_.items())[:_TOP]}
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
@@ -125,8 +131,10 @@ def learned_quantities(est) -> dict:
     return out
 
 
-def summarize(est, *, header: bool = True) -> str:
-    """A few lines describing a fitted estimator (empty note when it is not fitted).
+def summarize(est, *, header: bool = True, classes=None) -> str:
+    """A few lines describing a fitted estimator (``classes``: as in :func:`learned_quantities`).
+
+    Raises ``sklearn.exceptions.NotFittedError`` for an estimator that is not fitted.
 
     Examples
     --------
@@ -136,7 +144,7 @@ def summarize(est, *, header: bool = True) -> str:
     >>> "noise" in hdgp.summary(est)
     True
     """
-    q = learned_quantities(est)
+    q = learned_quantities(est, classes=classes)
     lines = []
     if header:
         size = f", trained on {q['n_train']} rows" if "n_train" in q else ""

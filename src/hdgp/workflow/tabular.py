@@ -185,7 +185,7 @@ class TabularModel:
         metrics = meta.get("metrics")
         if metrics:
             lines.append("  held-out: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
-        lines.append(summarize(self.estimator, header=False))
+        lines.append(summarize(self.estimator, header=False, classes=self.schema.classes))
         return "\n".join(line for line in lines if line)
 
     def __repr__(self) -> str:
