@@ -348,3 +348,17 @@ def test_a_file_that_is_not_utf8_says_so(tmp_path):
     (tmp_path / "latin1.csv").write_bytes("a,b,y\ncaf\xe9,1,2\n".encode("latin-1"))
     with pytest.raises(TableError, match=r"unexpected end of data\. Check .* Save it with UTF-8 text encoding\."):
         read_table(tmp_path / "latin1.csv")
+
+
+def test_true_false_column_with_missing_cells_stays_categorical(tmp_path):
+    """pandas reads a true/false column with empty cells as objects (bools and NaN); without those
+    rows it is still a true/false column, categorical as it is without missing cells."""
+    frame = pd.DataFrame({"a": np.arange(8.0), "flag": [True, False, None, True, False, True, None, False],
+                          "y": np.arange(8.0) ** 2})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    read = read_table(tmp_path / "t.csv")
+    assert read["flag"].dtype == object
+    schema, X, _ = TableSchema.infer(read, "y", drop_missing=True)
+    assert schema.kinds["flag"] == "categorical" and len(X) == 6
+    clean = read.dropna().astype({"flag": bool})  # the same rows read without missing cells
+    np.testing.assert_array_equal(schema.encode(clean.drop(columns="y")), schema.encode(read.dropna().drop(columns="y")))

@@ -132,6 +132,15 @@ def _is_text(series: pd.Series) -> bool:
             or isinstance(series.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(series))
 
 
+def _is_boolean(series: pd.Series) -> bool:
+    """A bool column, or an object column of bools (how pandas reads a true/false column with
+    missing cells, even after those rows are dropped)."""
+    if pd.api.types.is_bool_dtype(series):
+        return True
+    values = series.dropna()
+    return series.dtype == object and len(values) > 0 and all(isinstance(v, (bool, np.bool_)) for v in values)
+
+
 def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
     """Convert to float64; cells that are not numbers raise a TableError naming them."""
     if pd.api.types.is_bool_dtype(series):
@@ -441,7 +450,7 @@ class TableSchema:
         kinds, levels = {}, {}
         for c in features:
             s = used[c]
-            if c in categorical or isinstance(s.dtype, pd.CategoricalDtype) or pd.api.types.is_bool_dtype(s):
+            if c in categorical or isinstance(s.dtype, pd.CategoricalDtype) or _is_boolean(s):
                 kinds[c] = "categorical"
             elif pd.api.types.is_datetime64_any_dtype(s):
                 kinds[c] = "datetime"
