@@ -30,6 +30,19 @@ def test_fitted_repr_shows_learned_quantities():
     assert 0 < q["noise_variance"] < 0.1
 
 
+@pytest.mark.parametrize("name, params, learned", [
+    ("GP-classifier", dict(max_iter=10), "length-scales (shortest first): alpha="),
+    ("SIGP-classifier", dict(rank=1, lengthscale=2.0, eta=1e-3), "softmax inverse temperature"),
+    ("SIGP", dict(rank=1, lengthscale=2.0, eta=1e-3), "noise std"),
+])
+def test_every_family_repr_shows_what_it_learned(name, params, learned):
+    est = hdgp.preset(name, **params)
+    X, y = FRAME[["alpha", "beta"]], FRAME["y"]
+    est.fit(X, y > y.median() if "classifier" in name else y)
+    head, _, rest = repr(est).partition("\n")
+    assert head == repr(hdgp.preset(name, **params)) and learned in rest
+
+
 def test_a_constant_feature_is_not_ranked_by_its_length_scale():
     """Its length-scale never moves from the start, which ranked it as the most relevant feature."""
     est = hdgp.preset("RBF-ARD", random_state=0, max_iter=30).fit(FRAME[["alpha", "beta"]].assign(c=1.0), FRAME["y"])

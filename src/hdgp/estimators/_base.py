@@ -27,6 +27,7 @@ from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
+from ._repr import LearnedRepr
 from ._variance_scale import VarianceScaling
 
 __all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "atomic_fit", "resolve_dtype", "resolve_device"]
@@ -147,7 +148,7 @@ def resolve_device(device) -> torch.device:
     return resolved
 
 
-class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseEstimator):
+class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceScaling, BaseEstimator):
     r"""Exact GP regression :math:`y = c + f(x) + \varepsilon` with a family-specific kernel.
 
     Inputs are transformed by :meth:`_transform_inputs` (column standardisation
@@ -489,15 +490,6 @@ class BaseGPRegressor(RegressorMixin, StandardizedInputs, VarianceScaling, BaseE
         if return_std:
             return mean, np.sqrt(var.cpu().numpy()) * self.y_scale_
         return mean
-
-    def __repr__(self, N_CHAR_MAX=700):
-        """scikit-learn's parameter repr; once fitted, followed by the learned quantities (:func:`hdgp.summary`)."""
-        text = super().__repr__(N_CHAR_MAX)
-        if not hasattr(self, "posterior_"):
-            return text
-        from ..workflow.summary import summarize
-
-        return f"{text}\n{summarize(self, header=False)}"
 
     def sample_y(self, X, n_samples: int = 1, random_state=0, *, latent: bool = False):
         """Draw joint samples from the posterior predictive at ``X``.

@@ -40,6 +40,7 @@ from ..inference.variational import SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
+from ._repr import LearnedRepr
 from .gp import KERNELS
 
 __all__ = ["FULL_BATCH_MAX_ROWS", "GPClassifier", "probit_predictive"]
@@ -64,7 +65,7 @@ def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     return 0.5 * torch.special.erfc(-mean / torch.sqrt(2.0 * (1.0 + var)))
 
 
-class GPClassifier(ClassifierMixin, StandardizedInputs, BaseEstimator):
+class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, BaseEstimator):
     r"""Gaussian-process classifier with a probit likelihood and sparse variational inference.
 
     Parameters

@@ -59,6 +59,7 @@ from ..sigp.model import fit_one
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
 from ._base import _is_int, atomic_fit, sample_gaussian
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
+from ._repr import LearnedRepr
 from ._variance_scale import VarianceScaling
 
 __all__ = ["SIGPRegressor", "SIGPClassifier"]
@@ -153,7 +154,7 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
 
 
-class _SIGPBase(BaseEstimator):
+class _SIGPBase(LearnedRepr, BaseEstimator):
     """Shared fitting machinery of the SIGP estimators (not public)."""
 
     def _check_common(self, n: int) -> None:
