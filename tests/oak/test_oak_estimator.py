@@ -328,3 +328,18 @@ def test_float32_model_has_the_float64_sobol_indices():
     assert values.min() >= 0 and values.sum() == pytest.approx(1, abs=1e-9)
     # x1 and x2 act only through their product: their main effects have no variance
     assert est.sobol_indices_[("x1",)] < 0.005 and est.sobol_indices_[("x2",)] < 0.005
+
+
+def test_array_columns_are_named_x0_x1_in_declarations_as_in_the_output():
+    """An array's features are reported as x0, x1, ... (sobol_indices_, predict_component), and
+    categorical_features may name them so too; an unknown name lists the valid ones."""
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.normal(size=40), rng.integers(0, 3, 40)])
+    y = X[:, 0] + X[:, 1]
+    by_name = OAKRegressor(categorical_features=["x1"], max_order=2, max_iter=5).fit(X, y)
+    by_index = OAKRegressor(categorical_features=[1], max_order=2, max_iter=5).fit(X, y)
+    assert list(by_name.levels_) == [1] and by_name.sobol_indices_ == by_index.sobol_indices_
+    with pytest.raises(ValueError, match="Unknown column 'x2'; the features are 'x0', 'x1'"):
+        OAKRegressor(categorical_features=["x2"]).fit(X, y)
+    with pytest.raises(ValueError, match=r"non-integer numbers \(e\.g\. -?\d\.\d+\)"):  # a plain number, no numpy repr
+        OAKRegressor(categorical_features=["x0"]).fit(X, y)

@@ -231,8 +231,8 @@ class OAKRegressor(BaseGPRegressor):
     # ------------------------------------------------------ feature handling
     def _column_index(self, spec, n_features, names) -> int:
         if isinstance(spec, str):
-            if names is None or spec not in names:
-                raise ValueError(f"Unknown column {spec!r}; feature names are {names}.")
+            if spec not in names:
+                raise ValueError(f"Unknown column {spec!r}; the features are {', '.join(map(repr, names))}.")
             return names.index(spec)
         if not isinstance(spec, numbers.Integral) or not -n_features <= spec < n_features:
             raise ValueError(f"Column index {spec!r} is out of range for {n_features} features.")
@@ -298,14 +298,13 @@ class OAKRegressor(BaseGPRegressor):
 
     def _resolve_features(self, X: np.ndarray) -> None:
         n_features = X.shape[1]
-        names = list(map(str, self.feature_names_in_)) if hasattr(self, "feature_names_in_") else None
+        labels = self._feature_names(n_features)  # an array's columns are x0, x1, ... as in sobol_indices_
         declared_binary = [] if self.binary_features == "auto" else [
-            self._column_index(s, n_features, names)
+            self._column_index(s, n_features, labels)
             for s in _column_specs(self.binary_features, n_features, "binary_features")]
         declared_categorical = {
-            self._column_index(spec, n_features, names)
+            self._column_index(spec, n_features, labels)
             for spec in _column_specs(self.categorical_features, n_features, "categorical_features")}
-        labels = self._feature_names(n_features)
         overlap = set(declared_binary) & declared_categorical
         if overlap:
             raise ValueError(
@@ -323,7 +322,7 @@ class OAKRegressor(BaseGPRegressor):
             if j in categorical and not np.all(levels == np.round(levels)):
                 raise ValueError(
                     f"Column {labels[j]!r} is declared categorical but holds non-integer numbers "
-                    f"(e.g. {levels[levels != np.round(levels)][0]!r}); encode its levels as integers "
+                    f"(e.g. {float(levels[levels != np.round(levels)][0])!r}); encode its levels as integers "
                     "or strings, or treat it as continuous."
                 )
             if j in binary and len(levels) != 2:
