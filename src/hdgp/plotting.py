@@ -200,9 +200,12 @@ def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
         ax.plot(x, mean, color="k")
         ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
         hist = ax.twinx()  # the training inputs' histogram, in the bottom third, behind the curve
-        counts = summary["counts"][u[0]]
-        hist.stairs(counts, _original_units(est, u[0], summary["edges"][u[0]]), fill=True, color="grey", alpha=0.3)
-        hist.set_ylim(0, 3 * counts.max())
+        # the bins are equal in the model's (flow-warped) units, so in original units they differ in
+        # width: draw densities (count per unit width) so that areas, not heights, count the rows
+        edges = _original_units(est, u[0], summary["edges"][u[0]])
+        density = summary["counts"][u[0]] / np.maximum(np.diff(edges), np.finfo(float).tiny)
+        hist.stairs(density, edges, fill=True, color="grey", alpha=0.3)
+        hist.set_ylim(0, 3 * density.max())
         hist.set_yticks([])
         hist.set_zorder(ax.get_zorder() - 1)
         ax.patch.set_visible(False)
