@@ -362,3 +362,14 @@ def test_true_false_column_with_missing_cells_stays_categorical(tmp_path):
     assert schema.kinds["flag"] == "categorical" and len(X) == 6
     clean = read.dropna().astype({"flag": bool})  # the same rows read without missing cells
     np.testing.assert_array_equal(schema.encode(clean.drop(columns="y")), schema.encode(read.dropna().drop(columns="y")))
+
+
+def test_missing_column_hint_suggests_only_columns_the_model_does_not_use():
+    frame = pd.DataFrame({f"num{i}": np.arange(6.0) * i for i in range(1, 5)} | {"y": np.arange(6.0)})
+    schema, _, _ = TableSchema.infer(frame, "y")
+    with pytest.raises(TableError, match="missing the column\\(s\\) 'num3' that the model was trained on. "
+                                         "Did you mean 'nun3'\\?"):
+        schema.check_columns(frame.rename(columns={"num3": "nun3"}))
+    with pytest.raises(TableError) as info:
+        schema.check_columns(frame.drop(columns="num3"))
+    assert "Did you mean" not in str(info.value)  # num1, num2, num4 are present and needed themselves

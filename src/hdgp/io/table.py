@@ -509,7 +509,8 @@ class TableSchema:
         """Raise a :class:`TableError` when feature columns are missing (extra columns are ignored)."""
         missing = [c for c in self.features if c not in frame.columns]
         if missing:
-            hints = "".join(_suggest(c, frame.columns) for c in missing[:3])
+            spare = [c for c in frame.columns if c not in self.features]  # present but not used: maybe renamed
+            hints = "".join(_suggest(c, spare) for c in missing[:3])
             raise TableError(
                 f"The table is missing the column(s) {', '.join(map(repr, missing))} that the model was "
                 f"trained on.{hints} Expected columns: {', '.join(map(repr, self.features))}."
