@@ -2,6 +2,7 @@
 
 import json
 import re
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ from sklearn.datasets import load_diabetes
 
 import hdgp
 from hdgp.cli import main
+from hdgp.workflow import fit_table
 
 FAST_GP = ["-p", "max_iter=15"]
 FAST_OAK = ["-p", "max_iter=10", "-p", "max_order=2"]
@@ -321,3 +323,17 @@ def test_refit_all_keeps_the_validation_variance_factor_of_auto(monkeypatch):
     factor = next(r for r in tm.metadata["selection"] if r["selected"])["val_variance_ratio"]
     assert tm.metadata["refit_all"]["n_rows"] == 80 and factor != 1.0
     np.testing.assert_allclose(tm.estimator.variance_scale_, factor, rtol=1e-12)
+
+
+def test_data_summary_shows_dates_without_a_midnight_time():
+    frame = pd.DataFrame({"d": pd.date_range("2000-01-15", periods=30, freq="7D").astype(str), "y": np.arange(30.0)})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tm = fit_table(frame, "y", model="gam", params={"max_iter": 5})
+    (entry,) = tm.metadata["data"]["features"]
+    assert (entry["first"], entry["last"]) == ("2000-01-15", "2000-07-29")
+    frame["d"] = pd.date_range("2000-01-15 10:30", periods=30, freq="7h").astype(str)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tm = fit_table(frame, "y", model="gam", params={"max_iter": 5})
+    assert tm.metadata["data"]["features"][0]["first"] == "2000-01-15 10:30:00"

@@ -154,7 +154,10 @@ def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_tra
             entry.update(min=float(col.min()), max=float(col.max()), mean=float(col.mean()), std=float(col.std()))
             if schema.kinds[c] == "datetime":
                 dates = schema.dates(frame[c], c)
-                entry.update(first=str(dates.min()), last=str(dates.max()))
+                first, last = dates.min(), dates.max()
+                if (dates.dropna() == dates.dropna().dt.normalize()).all():  # dates without a time of day
+                    first, last = first.date(), last.date()
+                entry.update(first=str(first), last=str(last))
         features.append(entry)
     return {"n_rows": int(len(y)), "n_train": int(n_train), "n_test": int(n_test), "dropped": list(schema.dropped),
             "target": _target_summary(schema, y), "features": features}
