@@ -104,8 +104,8 @@ def test_dataframe_with_categorical_and_binary_columns():
     assert age.get_ylabel() == "effect on y"
     [age_hist] = [ax for ax in fig.axes[4:] if ax.patches and ax.bbox.bounds == age.bbox.bounds]
     [steps] = age_hist.patches  # training histogram behind the curve, over the training range in years
-    counts, edges, _ = steps.get_data()
-    assert counts.sum() == n and len(counts) == HISTOGRAM_BINS
+    density, edges, _ = steps.get_data()
+    assert (density * np.diff(edges)).sum() == pytest.approx(n) and len(density) == HISTOGRAM_BINS
     np.testing.assert_allclose([edges[0], edges[-1]], [df["age"].min(), df["age"].max()], rtol=1e-6)
 
 
