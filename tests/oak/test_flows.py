@@ -64,33 +64,56 @@ def test_shifted_log_matches_its_definition():
 def test_log_is_continued_by_its_tangent_below_the_training_minimum():
     """t = log x above the training minimum m, t = log m + (x - m)/m below: a finite warp of a zero
     or negative value in a feature that was positive in training."""
-    X = data()
+    X = data()[:, :2]
     flow = SinhArcsinhFlow().fit(X)
     plain = SinhArcsinhFlow(log_transform=False)
     plain.__dict__.update({k: v for k, v in flow.__dict__.items() if k != "log_transform"})
-    plain.use_log_ = np.zeros(3, dtype=bool)  # the same fitted flow without the log pre-map
+    plain.use_log_ = np.zeros(2, dtype=bool)  # the same fitted flow without the log pre-map
     m = X[:, 0].min()
     x = np.array([m * 3, m, m / 2, 0.0, -1.0])
     t = np.where(x >= m, np.log(np.maximum(x, m)), np.log(m) + (x - m) / m)
-    Xq = np.column_stack([x, np.zeros((5, 2))])
-    Tq = np.column_stack([t, np.zeros((5, 2))])
+    Xq = np.column_stack([x, np.zeros(5)])
+    Tq = np.column_stack([t, np.zeros(5)])
     np.testing.assert_allclose(flow.transform(Xq), plain.transform(Tq), rtol=1e-12, atol=1e-12)
     assert np.all(np.diff(flow.transform(Xq)[:, 0]) < 0)  # still strictly increasing
 
 
 def test_flow_saved_before_the_continuation_keeps_refusing_nonpositive_values():
-    flow = SinhArcsinhFlow().fit(data())
-    del flow.log_min_  # as rebuilt from a format-2.0 model file
-    X = data()
+    X = data()[:, :2]  # a format-2.0 flow took logs of positive features only
+    flow = SinhArcsinhFlow().fit(X)
+    del flow.log_min_, flow.log_start_  # as rebuilt from a format-2.0 model file
     np.testing.assert_allclose(flow.transform(X), SinhArcsinhFlow().fit(X).transform(X), rtol=1e-12, atol=1e-12)
     with pytest.raises(ValueError, match="log-transformed.*refit"):
-        flow.transform(np.array([[0.0, 0.0, 0.0]]))
+        flow.transform(np.array([[0.0, 0.0]]))
 
 
-def test_auto_log_only_for_positive_skewed():
-    flow = SinhArcsinhFlow().fit(data())
-    assert flow.use_log_.tolist() == [True, False, False]
-    assert not SinhArcsinhFlow(log_transform=False).fit(data()).use_log_.any()
+def test_auto_log_for_skewed_features_started_where_not_positive():
+    """log x for the positive skewed feature, none for the symmetric one, and for the skewed one
+    with negative values log(x - min + c), c the least skewed start on the grid."""
+    X = data()
+    flow = SinhArcsinhFlow().fit(X)
+    assert flow.use_log_.tolist() == [True, False, True]
+    assert flow.log_start_[0] == X[:, 0].min() and np.isnan(flow.log_start_[1])
+    d = X[:, 2] - X[:, 2].min()
+    c = flow.log_start_[2]
+    skew = abs(scipy.stats.skew(np.log(d + c)))
+    assert skew < 0.1 < scipy.stats.skew(X[:, 2])
+    assert all(skew <= abs(scipy.stats.skew(np.log(d + c * f))) for f in (0.5, 2.0))  # a minimum in c
+    # the warp is the plain flow of t = log(x - min + c)
+    plain = SinhArcsinhFlow(log_transform=False).fit(np.log(d + c)[:, None])
+    np.testing.assert_allclose(flow.transform(X)[:, 2], plain.transform(np.log(d + c)[:, None])[:, 0], atol=2e-3)
+    assert not SinhArcsinhFlow(log_transform=False).fit(X).use_log_.any()
+    two_valued = np.column_stack([np.where(np.arange(50) < 5, 10.0, 1.0)])  # skewed, but any warp is affine
+    assert not SinhArcsinhFlow().fit(two_valued).use_log_.any()
+
+
+def test_flow_saved_before_started_logs_reads_as_log_x():
+    """Files before format 2.4 have no log_start_: their use_log_ features were positive, log x."""
+    X = np.abs(data()) + 0.1
+    flow = SinhArcsinhFlow().fit(X)
+    reference = flow.transform(X)
+    del flow.log_start_
+    np.testing.assert_allclose(flow.transform(X), reference, rtol=1e-14, atol=1e-14)
 
 
 def test_constant_feature_is_finite():
@@ -112,17 +135,19 @@ def test_bad_input():
 
 
 def test_heavily_skewed_standardised_feature_does_not_overflow():
-    # a z-scored, strongly right-skewed column (no log possible): the fit must stay finite
+    # a z-scored, strongly right-skewed column (no log x: negative values): the fit must stay finite
     rng = np.random.default_rng(5)
     x = rng.lognormal(sigma=1.5, size=(300, 1))
     x = (x - x.mean()) / x.std()
     with np.errstate(over="raise", invalid="raise"):
         flow = SinhArcsinhFlow().fit(x)
         z = flow.transform(x)
-    assert not flow.use_log_.any()
+        no_log = SinhArcsinhFlow(log_transform=False).fit(x).transform(x)
+    assert flow.use_log_.all()  # a started log
     assert np.isfinite(z).all() and abs(z.std() - 1) < 0.1
-    # far less skewed than the raw column (sinh-arcsinh cannot fully undo a bounded-below tail)
-    assert abs(scipy.stats.skew(z[:, 0])) < 0.15 * scipy.stats.skew(x[:, 0])
+    # sinh-arcsinh alone cannot fully undo the bounded-below tail; with the started log it nearly does
+    assert abs(scipy.stats.skew(no_log[:, 0])) < 0.15 * scipy.stats.skew(x[:, 0])
+    assert abs(scipy.stats.skew(z[:, 0])) < 0.2 * abs(scipy.stats.skew(no_log[:, 0]))
 
 
 def test_astronomical_inputs_warp_to_infinity_without_a_runtime_warning():
@@ -132,4 +157,6 @@ def test_astronomical_inputs_warp_to_infinity_without_a_runtime_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         z = flow.transform(np.array([[1e300, 1e300, 1e300], [-1e300, -1e300, -1e300]]))
-    assert (np.abs(z[:, 1:]) > 1e10).all() and np.isinf(z).any() and (np.sign(z[:, 1:]) == [[1], [-1]]).all()
+    # the plain feature warps to the edge of the line; the log-transformed ones stay ordered
+    assert (np.abs(z[:, 1]) > 1e10).all() and np.isinf(z).any() and (np.sign(z[:, 1]) == [1, -1]).all()
+    assert np.isfinite(z[0, [0, 2]]).all() and (z[1, [0, 2]] < z[0, [0, 2]]).all()

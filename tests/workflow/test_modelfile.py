@@ -455,3 +455,12 @@ def test_a_user_prior_is_left_unchanged_and_saving_it_is_refused_clearly(tmp_pat
     with pytest.raises(ModelFileError, match="noise_prior.*GammaPrior.*cannot be saved"):
         hdgp.save(est, tmp_path / "p.hdgp")
     assert not (tmp_path / "p.hdgp").exists()
+
+
+def test_oak_flow_with_a_started_log_round_trip(tmp_path):
+    skewed = np.column_stack([RNG.lognormal(size=40) - 1.5, X[:, 1]])  # skewed with negative values
+    est = hdgp.preset("OAK", random_state=0, max_iter=5, max_order=2).fit(skewed, Y)
+    assert est.flow_.use_log_[0] and est.flow_.log_start_[0] > 0
+    back = hdgp.load(hdgp.save(est, tmp_path / "oak.hdgp"))
+    np.testing.assert_array_equal(back.flow_.log_start_, est.flow_.log_start_)
+    np.testing.assert_array_equal(back.predict(XT[:, :2]), est.predict(XT[:, :2]))

@@ -95,9 +95,10 @@ class OAKRegressor(BaseGPRegressor):
         Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
         otherwise standardise them.
     log_transform : {"auto", True, False, "shifted"}, default="auto"
-        Passed to the flow: log of positive, skewed features (``"auto"``), or the
-        OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature (``"shifted"``,
-        meant for inputs in their natural units). Below the training minimum either
+        Passed to the flow: log of skewed features (``"auto"``: :math:`\log x` if
+        positive, else :math:`\log(x - x_{\min} + c)` with the least skewed start
+        :math:`c`), or the OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature
+        (``"shifted"``, meant for inputs in their natural units). Below the training minimum either
         log continues as its tangent line, so a test value under the training range
         (a zero in a feature that was positive in training) is warped, not refused.
     clip_inputs : bool, default=False

@@ -87,8 +87,10 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: adds the SKI posterior's ``columns`` (its variance cache keeps r_j columns per projection; an
 #: older file's cache keeps the same number for all, which 2.2 still reads). 2.3 stores a SIGP
 #: model's r pivot rows instead of its n×p training inputs (older files are converted when read;
-#: a 2.2 reader cannot predict from a 2.3 SIGP file).
-FORMAT_VERSION = (2, 3)
+#: a 2.2 reader cannot predict from a 2.3 SIGP file). 2.4 adds the OAK flow's ``log_start_`` (started
+#: logs of skewed features that are not positive; an older file's flow reads as log x, which is
+#: what it stored, and a 2.3 reader mis-warps such a feature).
+FORMAT_VERSION = (2, 4)
 #: Oldest major version this version reads (:func:`_upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
