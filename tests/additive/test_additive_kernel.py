@@ -172,3 +172,12 @@ def test_base_matrices_are_laid_out_feature_major():
         kernel = AdditiveKernel(base_kernel, num_dims=5, max_order=3)
         base = kernel.base_matrices(x1, x2)
         assert base.shape == (5, 9, 7) and base.is_contiguous()
+
+
+def test_order_variances_from_python_floats_keep_float64():
+    """A list of Python floats is read in the kernel's dtype (through float32 it lost ~1e-8)."""
+    kern = make_kernel(3, 2).double()
+    kern.order_variances = [0.1, 0.3, 0.7]
+    assert kern.order_variances.dtype == torch.float64
+    torch.testing.assert_close(kern.order_variances.detach(), torch.tensor([0.1, 0.3, 0.7], dtype=torch.float64),
+                               rtol=1e-14, atol=0)

@@ -293,7 +293,7 @@ class AdditiveKernel(Kernel):
                 _set_order_variances,
             )
         init = [1.0 / ((max_order + 1) * math.comb(num_dims, r)) for r in range(max_order + 1)]
-        self._set_order_variances(torch.tensor(init))
+        self._set_order_variances(init)
 
     @property
     def batch_shape(self) -> torch.Size:
@@ -313,7 +313,8 @@ class AdditiveKernel(Kernel):
         self._set_order_variances(value)
 
     def _set_order_variances(self, value) -> None:
-        value = torch.as_tensor(value).to(self.raw_order_variances)
+        raw = self.raw_order_variances  # Python floats go straight to its dtype, not through float32
+        value = torch.as_tensor(value, dtype=raw.dtype, device=raw.device)
         if value.dim() == 0:  # one value for every order (as GPyTorch broadcasts a scalar length-scale)
             value = value.expand(self.raw_order_variances.shape)
         if value.shape != self.raw_order_variances.shape:
