@@ -80,9 +80,6 @@ def test_one_class_or_tiny_class_is_a_clear_error():
 def test_wrong_model_for_the_task_lists_the_valid_ones():
     with pytest.raises(ValueError, match=r"DPA-GP-ARD fits regression only.*oak-classifier \(or oak\).*--task regr"):
         fit_table(FRAME, "answer", model="dpa-gp-ard")
-    three = FRAME.assign(answer=np.arange(N) % 3)
-    with pytest.raises(ValueError, match=r"OAK-classifier handles 2 classes; the target has 3.*sigp-classifier"):
-        fit_table(three, "answer", task="classification", model="oak")
     with pytest.raises(ValueError, match=r"GP-classifier is a classifier.*--task classification"):
         fit_table(FRAME.assign(answer=SCORE), "answer", model="gp-classifier")
 
@@ -284,3 +281,26 @@ def test_estimator_errors_name_classes_by_label():
     frame.loc[[0, 1], "answer"] = "rare"
     with pytest.raises(ValueError, match="class 'rare' has 1"):
         _quiet_fit(frame, "answer", model="sigp")
+
+
+def test_multiclass_oak_is_explained_class_by_class(tmp_path):
+    """Beyond two classes OAK-classifier fits one latent function per class against the rest; the
+    report ranks the Sobol terms of each and plots components of each, named by the table's labels."""
+    from hdgp.workflow.report import report_data, write_report
+
+    frame = FRAME.assign(answer=np.select([SCORE < -1, SCORE < 1], ["low", "mid"], "high"))
+    tm = _quiet_fit(frame, "answer", model="oak", params=FAST_OAKC)
+    assert tm.metadata["model"] == "OAK-classifier" and len(tm.estimator.sobol_indices_) == 3
+    data = report_data(tm)
+    assert data["sobol"] is None and list(data["sobol_by_class"]) == ["high", "low", "mid"]
+    for label, ranked in data["sobol_by_class"].items():
+        assert ranked[0]["term"] in (["a"], ["b"])  # the classes are cut from 2.5 a - b
+        assert sum(data["sobol_by_order_by_class"][label]) == pytest.approx(1.0)
+    html = write_report(tm, tmp_path / "report").read_text()
+    for label in ("high", "low", "mid"):
+        assert f"answer = {label} against the other classes" in html
+    components = sorted(p.name for p in (tmp_path / "report").glob("component_*.png"))
+    assert 3 <= len(components) <= 12 and (tmp_path / "report" / "cumulative_sobol.png").exists()
+    from hdgp.workflow.classification import classifier_candidates
+
+    assert classifier_candidates(80, 3)[0] == "OAK-classifier" and "OAK-classifier" not in classifier_candidates(1500, 3)

@@ -15,9 +15,9 @@ from ..io.table import TableError, _level_label
 __all__ = ["CLASSIFIERS", "CLASSIFIER_ALIASES", "classifier_candidates", "classifier_for", "classification_metrics",
            "evaluate_classifier", "predict_proba_codes", "proba_frame", "reliability_bins", "N_RELIABILITY_BINS"]
 
-#: Classifier presets usable by ``hdgp fit`` and the most classes each handles (None: any number).
-#: OAK-classifier is limited to two classes here: its Sobol report explains one latent function.
-CLASSIFIERS = {"OAK-classifier": 2, "GP-classifier": None, "SIGP-classifier": None}
+#: Classifier presets usable by ``hdgp fit``; each handles any number of classes (OAK-classifier
+#: beyond two with one latent function per class against the rest, each explained by the report).
+CLASSIFIERS = ("OAK-classifier", "GP-classifier", "SIGP-classifier")
 #: Regression preset names that mean a classifier on a classification target.
 CLASSIFIER_ALIASES = {"OAK": "OAK-classifier", "RBF-ARD": "GP-classifier", "SIGP": "SIGP-classifier"}
 #: Equal-width confidence bins of the reliability summary.
@@ -25,14 +25,13 @@ N_RELIABILITY_BINS = 10
 _EPS = 1e-15  # probabilities are clipped to [eps, 1] inside the log-loss
 
 
-def _valid_list(n_classes: int) -> str:
+def _valid_list() -> str:
     alias = {v: k.lower() for k, v in CLASSIFIER_ALIASES.items()}
-    names = [c for c, most in CLASSIFIERS.items() if most is None or n_classes <= most]
-    return ", ".join(f"{c.lower()} (or {alias[c]})" if c in alias else c.lower() for c in names)
+    return ", ".join(f"{c.lower()} (or {alias[c]})" if c in alias else c.lower() for c in CLASSIFIERS)
 
 
-def classifier_for(name: str, n_classes: int, *, is_classifier: bool) -> str:
-    """The classifier preset to fit for the preset ``name`` on a ``n_classes`` target.
+def classifier_for(name: str, *, is_classifier: bool) -> str:
+    """The classifier preset to fit for the preset ``name`` on a classification target.
 
     ``oak``, ``rbf-ard`` and ``sigp`` mean their classifier counterparts; classifier
     presets stand for themselves.
@@ -40,33 +39,25 @@ def classifier_for(name: str, n_classes: int, *, is_classifier: bool) -> str:
     Raises
     ------
     ValueError
-        ``name`` is a regression-only model, or a classifier that cannot handle
-        ``n_classes`` classes; the message lists the valid models.
+        ``name`` is a regression-only model; the message lists the valid models.
     """
     chosen = name if is_classifier else CLASSIFIER_ALIASES.get(name)
     if chosen is None:
         raise ValueError(f"Model {name} fits regression only, but this is a classification target. Use --model auto "
-                         f"or one of: {_valid_list(n_classes)}; or --task regression to fit the target as numbers.")
-    most = CLASSIFIERS.get(chosen, None)
-    if most is not None and n_classes > most:
-        raise ValueError(f"Model {chosen} handles {most} classes; the target has {n_classes}. For more classes use "
-                         f"--model auto or one of: {_valid_list(n_classes)}.")
+                         f"or one of: {_valid_list()}; or --task regression to fit the target as numbers.")
     return chosen
 
 
 def classifier_candidates(n: int, n_classes: int) -> list[str]:
     """Presets tried by ``--model auto`` on a classification target with ``n`` training rows.
 
-    n ≤ 3000: OAK-classifier (two classes only), GP-classifier, SIGP-classifier;
-    up to 20000: GP-classifier, SIGP-classifier; beyond: GP-classifier (SVGP, minibatches).
+    OAK-classifier while :math:`n` times its number of latent functions (1 for two classes, one
+    per class beyond) is at most 3000; GP-classifier always; SIGP-classifier up to 20000 rows
+    (beyond, GP-classifier alone: SVGP in minibatches).
     """
-    if n <= 3000:
-        names = ["OAK-classifier", "GP-classifier", "SIGP-classifier"]
-    elif n <= 20000:
-        names = ["GP-classifier", "SIGP-classifier"]
-    else:
-        names = ["GP-classifier"]
-    return [c for c in names if CLASSIFIERS[c] is None or n_classes <= CLASSIFIERS[c]]
+    latent_functions = 1 if n_classes <= 2 else n_classes
+    names = ["OAK-classifier"] if n * latent_functions <= 3000 else []
+    return names + ["GP-classifier"] + (["SIGP-classifier"] if n <= 20000 else [])
 
 
 def predict_proba_codes(est, X, n_classes: int) -> np.ndarray:

@@ -46,13 +46,12 @@ def resolve_model(model: str, schema: TableSchema) -> str:
     Raises
     ------
     ValueError
-        Unknown name, a regression-only model on a classification target (or the
-        reverse), or a classifier that cannot handle the number of classes.
+        Unknown name, or a regression-only model on a classification target (or the reverse).
     """
     name = _resolve_name(model)
     classifier = is_classifier(preset(name))
     if schema.task == "classification":
-        return classifier_for(name, len(schema.classes), is_classifier=classifier)
+        return classifier_for(name, is_classifier=classifier)
     if classifier:
         regression = sorted(n for n in presets() if not is_classifier(preset(n)))
         raise ValueError(f"Model {name} is a classifier, but the target {schema.target!r} is fitted as regression "

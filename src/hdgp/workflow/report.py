@@ -14,6 +14,7 @@ import base64
 import html
 import io
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -90,13 +91,18 @@ def _tick_labels(tm, name: str, values) -> list:
     return [f"{v:.3g}" for v in values]
 
 
-def _component_figure(tm, term: tuple):
-    """One first- or second-order component (:func:`hdgp.plotting.plot_components`), levels named as in the table."""
-    # a classifier's components add up to the latent function of its second class (the estimator
+def _component_figure(tm, term: tuple, class_code: int | None = None):
+    """One first- or second-order component (:func:`hdgp.plotting.plot_components`), levels named as in the
+    table; ``class_code``: whose latent function, for a classifier of more than two classes."""
+    # a binary classifier's components add up to the latent function of its second class (the estimator
     # sees class codes; the table's schema names them)
-    target = f"latent f of {tm.target} = {tm.schema.classes[1]}" if tm.task == "classification" else tm.target
+    if tm.task == "classification":
+        target = f"latent f of {tm.target} = {tm.schema.classes[1 if class_code is None else class_code]}"
+    else:
+        target = tm.target
+    extra = {} if class_code is None else {"class_label": class_code}
     fig = plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
-                          level_labels=lambda name, values: _tick_labels(tm, name, values))
+                          level_labels=lambda name, values: _tick_labels(tm, name, values), **extra)
     _calendar_axes(fig, tm)
     return fig
 
@@ -114,14 +120,27 @@ def _calendar_axes(fig, tm) -> None:
                 ax.tick_params(axis=name, labelrotation=30)
 
 
-def _sobol_result(est):
-    """The Sobol result of the (single) latent function: ``sobol_``, or a binary classifier's only entry."""
-    sobol = est.sobol_
-    return sobol[0] if isinstance(sobol, list) else sobol
+@dataclass
+class _Explained:
+    """The Sobol decomposition of one latent function of an OAK model."""
+
+    indices: dict  # term (feature names) -> normalised Sobol index, ranked
+    by_order: np.ndarray
+    result: object  # hdgp.explain.SobolResult (terms as feature indices, values)
+    class_code: int | None = None  # one-vs-rest latent function of this class (more than two classes)
 
 
-def _has_sobol(est) -> bool:
-    return isinstance(getattr(est, "sobol_indices_", None), dict)
+def _explained(est) -> list[_Explained]:
+    """One entry per latent function with a Sobol decomposition: the regressor's or binary classifier's
+    function, or one per class of a classifier of more than two classes; empty for other models."""
+    indices = getattr(est, "sobol_indices_", None)
+    if isinstance(indices, dict):
+        result = est.sobol_[0] if isinstance(est.sobol_, list) else est.sobol_
+        return [_Explained(indices, np.asarray(est.sobol_order_, float), result)]
+    if isinstance(indices, list):
+        return [_Explained(ind, np.asarray(order, float), res, int(code))
+                for ind, order, res, code in zip(indices, est.sobol_order_, est.sobol_, est.classes_)]
+    return []
 
 
 def _cumulative_figure(tm, holdout):
@@ -133,9 +152,15 @@ def _cumulative_figure(tm, holdout):
         curve = est.truncation_curve(X, holdout["y"], max_terms=min(50, len(est.sobol_.terms)))
         return plot_truncation_curve(curve), curve
     plt = _pyplot()
-    values = _sobol_result(est).values.cpu().numpy()[:50]
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(np.arange(1, len(values) + 1), np.cumsum(values), "g--")
+    explained = _explained(est)
+    for entry in explained:
+        values = entry.result.values.cpu().numpy()[:50]
+        label = None if entry.class_code is None else f"{tm.schema.classes[entry.class_code]} vs rest"
+        ax.plot(np.arange(1, len(values) + 1), np.cumsum(values), "--", color="g" if label is None else None,
+                label=label)
+    if len(explained) > 1:
+        ax.legend(fontsize=7)
     ax.set_xlabel("number of terms (ranked by Sobol index)")
     ax.set_ylabel("cumulative normalised Sobol")
     ax.set_ylim(0, 1.05)
@@ -150,9 +175,14 @@ def report_data(tm, top: int = 10) -> dict:
            "selection": meta.get("selection"), "learned": learned_quantities(est, classes=tm.schema.classes), "sobol": None}
     if tm.task == "classification":
         out["classes"] = list(tm.schema.classes)
-    if _has_sobol(est):
-        out["sobol"] = [{"term": list(k), "sobol": float(v)} for k, v in list(est.sobol_indices_.items())[:top]]
-        out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
+    explained = _explained(est)
+    ranked = [[{"term": list(k), "sobol": float(v)} for k, v in list(e.indices.items())[:top]] for e in explained]
+    if len(explained) == 1:
+        out["sobol"], out["sobol_by_order"] = ranked[0], explained[0].by_order.tolist()
+    elif explained:  # more than two classes: one latent function per class, against the rest
+        labels = [str(tm.schema.classes[e.class_code]) for e in explained]
+        out["sobol_by_class"] = dict(zip(labels, ranked))
+        out["sobol_by_order_by_class"] = {label: e.by_order.tolist() for label, e in zip(labels, explained)}
     return out
 
 
@@ -241,40 +271,52 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         parts.append("<p class='note'>Warnings during fitting: " + _e("; ".join(meta["warnings"][:5])) + "</p>")
     # Sobol
     parts.append("<h2 id='sobol'>Which features and interactions matter (Sobol indices)</h2>")
-    if _has_sobol(est):
-        latent = (" For a classifier the function is the latent score whose probit gives the class probability."
-                  if tm.task == "classification" else "")
+    explained = _explained(est)
+    if explained:
+        latent = ""
+        if tm.task == "classification":
+            latent = (" For a classifier the function is the latent score whose probit gives the class probability"
+                      + (": one per class, against the rest." if len(explained) > 1 else "."))
         parts.append("<p class='note'>Normalised Sobol index: the share of the variance of the fitted function "
                      f"explained by each additive component (a feature or an interaction of features).{latent}</p>")
-        ranked = list(est.sobol_indices_.items())[:top]
-        cum = np.cumsum([v for _, v in ranked])
-        rows = [[str(i + 1), " × ".join(k), str(len(k)), f"{v:.4f}", f"{c:.4f}"]
-                for i, ((k, v), c) in enumerate(zip(ranked, cum))]
-        parts.append(_table(["rank", "term", "order", "Sobol index", "cumulative"], rows, "sobol", left=2))
-        order = np.asarray(est.sobol_order_, float)
-        shares = ", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(order) if v > 5e-4)
-        parts.append(f"<p>Share by interaction order: {_e(shares)}</p>")
+        for entry in explained:
+            if entry.class_code is not None:
+                label = tm.schema.classes[entry.class_code]
+                parts.append(f"<h3>{_e(tm.target)} = {_e(label)} against the other classes</h3>")
+            ranked = list(entry.indices.items())[:top]
+            cum = np.cumsum([v for _, v in ranked])
+            rows = [[str(i + 1), " × ".join(k), str(len(k)), f"{v:.4f}", f"{c:.4f}"]
+                    for i, ((k, v), c) in enumerate(zip(ranked, cum))]
+            parts.append(_table(["rank", "term", "order", "Sobol index", "cumulative"], rows, "sobol", left=2))
+            shares = ", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(entry.by_order) if v > 5e-4)
+            parts.append(f"<p>Share by interaction order: {_e(shares)}</p>")
         if hasattr(est, "predict_component"):
             parts.append("<h2 id='components'>Top components</h2>")
             for name, src in images.items():
                 if name.startswith("component"):
                     parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
-            effect = ("its effect on the latent function f of the classifier, P(" + _e(f"{tm.target} = "
-                      f"{tm.schema.classes[1]}") + ") = Φ(f) up to the posterior spread, so positive values favour "
-                      "that class" if tm.task == "classification" else "its effect on the target, in target units")
+            if tm.task != "classification":
+                effect = "its effect on the target, in target units"
+            elif len(explained) == 1:
+                effect = ("its effect on the latent function f of the classifier, P(" + _e(f"{tm.target} = "
+                          f"{tm.schema.classes[1]}") + ") = Φ(f) up to the posterior spread, so positive values "
+                          "favour that class")
+            else:
+                effect = ("its effect on the latent function f of the class named in the plot against the other "
+                          "classes, so positive values favour that class")
             parts.append(f"<p class='note'>Posterior mean of each component ({effect}) with a ±2 std band or error "
                          "bars; features not in a component do not change it. "
                          "Two-feature components with a discrete feature show one curve per level.</p>")
         parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
-                     "<figcaption>Cumulative Sobol index (green)"
+                     "<figcaption>Cumulative Sobol index (green; one curve per class against the rest for more "
+                     "than two classes)"
                      + (" and, with held-out rows, the RMSE of the model truncated to the top terms (red)"
                         if hasattr(est, "truncation_curve") and not tm.metadata.get("refit_all") else "")
                      + ".</figcaption></figure>")
     else:
-        two = " (two classes)" if tm.task == "classification" else ""
         parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
-                     f"decomposition. Refit with <code>--model oak</code>{two} for a ranking of features and "
+                     "decomposition. Refit with <code>--model oak</code> for a ranking of features and "
                      "interactions.</p>")
     return parts
 
@@ -288,18 +330,23 @@ def _figures(tm, top: int) -> dict:
     elif holdout is not None and len(holdout["y"]):
         figures["calibration.png"] = _png(_calibration_figure(np.asarray(holdout["y"]), np.asarray(holdout["mean"]),
                                                               np.asarray(holdout["std"])))
-    if _has_sobol(est):
-        sobol = _sobol_result(est)
-        ranked = list(zip(sobol.terms[:top], sobol.values[:top].tolist()))
-        shown = [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:12]
-        for k, (u, v) in enumerate(shown, 1):
-            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u)))
+    explained = _explained(est)
+    per_function = max(1, _MAX_COMPONENT_FIGURES // max(1, len(explained)))  # shared between the classes
+    k = 0
+    for entry in explained:
+        ranked = list(zip(entry.result.terms[:top], entry.result.values[:top].tolist()))
+        for u, _ in [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:per_function]:
+            k += 1
+            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), entry.class_code))
+    if explained:
         # a model refitted on all rows has seen the held-out ones: no truncation curve on them
         fig, _ = _cumulative_figure(tm, None if meta.get("refit_all") else holdout)
         figures["cumulative_sobol.png"] = _png(fig)
     return figures
 
 
+#: Most component figures in a report (shared between the classes' latent functions, at least one each).
+_MAX_COMPONENT_FIGURES = 12
 #: The names of the figures :func:`write_report` writes.
 _FIGURE_NAME = re.compile(r"component_\d{2}\.png|calibration\.png|reliability\.png|cumulative_sobol\.png")
 

@@ -26,7 +26,7 @@ Rule (documented in ``hdgp fit --help``):
 
 Classification targets (``schema.task == "classification"``) follow the same rule
 with the candidates of :func:`hdgp.workflow.classification.classifier_candidates`
-(OAK-classifier for two classes, GP-classifier, SIGP-classifier), a validation split
+(OAK-classifier, GP-classifier, SIGP-classifier), a validation split
 stratified by class, and the validation log-loss
 (:math:`-\\frac1m\\sum \\log p(y_i \\mid x_i)`, lower is better) as the score.
 """
