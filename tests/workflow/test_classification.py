@@ -299,6 +299,7 @@ def test_multiclass_oak_is_explained_class_by_class(tmp_path):
     html = write_report(tm, tmp_path / "report").read_text()
     for label in ("high", "low", "mid"):
         assert f"answer = {label} against the other classes" in html
+        assert f"top Sobol terms, class {label} vs rest: " in tm.summary()
     components = sorted(p.name for p in (tmp_path / "report").glob("component_*.png"))
     assert 3 <= len(components) <= 12 and (tmp_path / "report" / "cumulative_sobol.png").exists()
     from hdgp.workflow.classification import classifier_candidates

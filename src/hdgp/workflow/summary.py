@@ -63,6 +63,11 @@ def _constant_features(est, names) -> list:
     return [name for name, flag in zip(names, same) if flag]
 
 
+def _top_terms(indices: dict) -> dict:
+    """The :data:`_TOP` largest normalised Sobol indices, keyed by ``"a × b"``."""
+    return {" × ".join(k): float(v) for k, v in list(indices.items())[:_TOP]}
+
+
 def learned_quantities(est, *, classes=None) -> dict:
     """Key fitted quantities of a fitted hdgp estimator as plain Python values.
 
@@ -76,6 +81,8 @@ def learned_quantities(est, *, classes=None) -> dict:
         (feature → length-scale on the standardised/warped input scale, smallest
         = most wiggly first), ``outputscale``, ``order_variances``,
         ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
+        ``sobol_top_by_class`` (class → its ``sobol_top``: a classifier of more than two classes
+        has one latent function per class),
         ``constant_features`` (one value in every training row, left out of ``lengthscales``),
         ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
         ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
@@ -119,9 +126,13 @@ def learned_quantities(est, *, classes=None) -> dict:
     if getattr(est, "class_weight_", None) is not None:
         labels = est.classes_ if classes is None else classes
         out["class_weights"] = {str(c): float(w) for c, w in zip(labels, est.class_weight_)}
-    if isinstance(getattr(est, "sobol_indices_", None), dict):  # one latent function (a list: one per class)
-        out["sobol_top"] = {" × ".join(k): float(v) for k, v in list(est.sobol_indices_.items())[:_TOP]}
+    indices = getattr(est, "sobol_indices_", None)
+    if isinstance(indices, dict):  # one latent function
+        out["sobol_top"] = _top_terms(indices)
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
+    elif isinstance(indices, list):  # one per class, against the rest
+        labels = est.classes_ if classes is None else classes
+        out["sobol_top_by_class"] = {str(c): _top_terms(ind) for c, ind in zip(labels, indices)}
     if getattr(est, "variance_scale_", 1.0) != 1.0:
         out["variance_scale"] = float(est.variance_scale_)
     if hasattr(est, "log_marginal_likelihood_value_"):
@@ -165,6 +176,9 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
         lines.append("  order variances σ²_0..R: " + ", ".join(f"{v:.3g}" for v in q["order_variances"]))
     if "sobol_top" in q:
         lines.append("  top Sobol terms: " + ", ".join(f"{k} {v:.3f}" for k, v in list(q["sobol_top"].items())[:5]))
+    for label, top in q.get("sobol_top_by_class", {}).items():
+        lines.append(f"  top Sobol terms, class {label} vs rest: "
+                     + ", ".join(f"{k} {v:.3f}" for k, v in list(top.items())[:5]))
     if "temperature" in q:
         lines.append(f"  softmax inverse temperature: {q['temperature']:.4g}")
     if "class_weights" in q:
