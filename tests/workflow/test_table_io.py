@@ -373,3 +373,12 @@ def test_missing_column_hint_suggests_only_columns_the_model_does_not_use():
     with pytest.raises(TableError) as info:
         schema.check_columns(frame.drop(columns="num3"))
     assert "Did you mean" not in str(info.value)  # num1, num2, num4 are present and needed themselves
+
+
+def test_identifier_like_column_gets_a_note_but_stays():
+    frame = pd.DataFrame({"id": np.arange(10, 20), "customer_id": np.arange(10)[::-1], "x": np.linspace(0, 1, 10),
+                          "year": np.arange(2000, 2010), "y": np.arange(10.0)})
+    schema, X, _ = TableSchema.infer(frame, "y")
+    notes = [n for n in schema.notes if "named like an identifier" in n]
+    assert len(notes) == 2 and "--drop id" in notes[0] and "--drop customer_id" in notes[1]
+    assert {"id", "customer_id", "year"} <= set(schema.features)  # year: unique integers, but not an identifier

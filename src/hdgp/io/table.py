@@ -268,6 +268,10 @@ def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical
       with missing values are dropped) — a model would learn the row order;
     - a column holding one value in every row (e.g. a text column with one level): it has no
       effect on the fit, and its length-scale would stay at its start and read as relevant.
+
+    A column named like an identifier (``id``, ``index``, ``row``, ``..._id``) with a different
+    integer in every row stays a feature, with a note: it may be a measurement, but if it only
+    labels the rows the model would learn from the labels.
     """
     notes, columns = [], []
     n_written, n = len(written), len(features)
@@ -282,7 +286,15 @@ def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical
             notes.append(f"Column {c!r} holds the same value in every row; it cannot inform the model and is "
                          "left out.")
             columns.append(c)
+        elif (_IDENTIFIER_NAME.fullmatch(str(c)) and c not in categorical and pd.api.types.is_integer_dtype(s)
+              and n > 2 and s.is_unique):
+            notes.append(f"Column {c!r} holds a different integer in every row and is named like an identifier; "
+                         f"it is used as a feature. If it only labels the rows, leave it out with --drop {c}.")
     return notes, columns
+
+
+#: Column names that usually label rows rather than measure something.
+_IDENTIFIER_NAME = re.compile(r"(?i)(id|index|idx|row|rowid|row_?num(ber)?|.*[_ ]id)")
 
 
 #: What pandas reads as a missing value, for messages (its default ``na_values``, abridged).
