@@ -214,3 +214,13 @@ def test_summary_of_an_unfitted_estimator_says_so(name):
         hdgp.summary(hdgp.preset(name))
     with pytest.raises(NotFittedError):
         learned_quantities(hdgp.preset(name))
+
+
+def test_flat_length_scales_are_marked():
+    from hdgp.workflow.summary import format_lengthscale
+
+    assert format_lengthscale(0.73) == "0.73" and format_lengthscale(6.03e16) == "6.03e+16 (flat)"
+    est = hdgp.preset("RBF-ARD", random_state=0, max_iter=50).fit(FRAME[["alpha", "noise_col"]], FRAME["y"])
+    scales = learned_quantities(est)["lengthscales"]
+    flat = [k for k, v in scales.items() if v >= 100]
+    assert all(f"{k}={format_lengthscale(scales[k])}" in repr(est) for k in scales) and "alpha" not in flat

@@ -25,7 +25,7 @@ from .. import __version__
 from ..io.atomic import write_bytes_atomic
 from ..plotting import _pyplot, plot_components
 from .report_classification import accuracy_section, reliability_figure
-from .summary import learned_quantities
+from .summary import format_lengthscale, learned_quantities
 
 __all__ = ["write_report", "report_data"]
 
@@ -263,7 +263,7 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                  + (f" Noise std {np.sqrt(q['noise_variance']):.4g} (target units)." if "noise_variance" in q else "")
                  + "</p>")
     if "lengthscales" in q:
-        rows = [[k, f"{v:.4g}"] for k, v in list(q["lengthscales"].items())[:top]]
+        rows = [[k, format_lengthscale(v)] for k, v in list(q["lengthscales"].items())[:top]]
         parts.append("<p class='note'>Shortest length-scales (on standardised or flow-warped inputs): the "
                      "function changes fastest along these features.</p>")
         parts.append(_table(["feature", "length-scale"], rows, "lengthscales"))
