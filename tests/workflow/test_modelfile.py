@@ -172,25 +172,36 @@ def test_format_0_is_refused(saved, tmp_path):
         hdgp.load(_rewrite(saved, tmp_path / "old.hdgp", manifest=old))
 
 
-def _as_format_1(path, out, raw_of_value=None):
-    """``path`` rewritten as a format-1.1 file; ``raw_of_value`` re-encodes the raw scales of a
-    projected model the way 1.x stored them."""
+def _as_older_format(path, out, version, edit_tensors=None, edit_manifest=None):
+    """``path`` rewritten as a file of format ``version``; ``edit_tensors(tensors)`` and
+    ``edit_manifest(manifest)`` change in place what that format stored differently."""
     with zipfile.ZipFile(path) as zf:
         tensors = torch.load(io.BytesIO(zf.read("tensors.pt")), weights_only=True)
-    if raw_of_value is not None:
-        for key in [k for k in tensors if k.endswith(("raw_outputscale", "raw_input_lengthscale",
-                                                       "raw_projection_lengthscale"))]:
-            tensors[key] = raw_of_value(tensors[key].exp())
+    if edit_tensors is not None:
+        edit_tensors(tensors)
     buffer = io.BytesIO()
     torch.save(tensors, buffer)
     blob = buffer.getvalue()
 
     def downgrade(m):
-        m["format_version"] = [1, 1]
+        m["format_version"] = list(version)
         m["tensors"]["sha256"] = hashlib.sha256(blob).hexdigest()
+        if edit_manifest is not None:
+            edit_manifest(m)
         return m
 
     return _rewrite(path, out, manifest=downgrade, tensors=blob)
+
+
+def _as_format_1(path, out, raw_of_value=None):
+    """``path`` rewritten as a format-1.1 file; ``raw_of_value`` re-encodes the raw scales of a
+    projected model the way 1.x stored them."""
+    def softplus_scales(tensors):
+        for key in [k for k in tensors if k.endswith(("raw_outputscale", "raw_input_lengthscale",
+                                                       "raw_projection_lengthscale"))]:
+            tensors[key] = raw_of_value(tensors[key].exp())
+
+    return _as_older_format(path, out, (1, 1), softplus_scales if raw_of_value is not None else None)
 
 
 @pytest.mark.parametrize("name", ["DPA-GP-ARD", "RPA-GP-2", "DPA-GP-ARD-SKI"])
@@ -227,23 +238,17 @@ def test_format_2_2_sigp_file_is_converted(tmp_path):
     a file is read with the pivot rows taken from the training inputs, and predicts identically."""
     est = _fit("SIGP")
     path = hdgp.save(est, tmp_path / "new.hdgp")
-    with zipfile.ZipFile(path) as zf:
-        tensors = torch.load(io.BytesIO(zf.read("tensors.pt")), weights_only=True)
-    tensors["x_train"] = est._standardise(X, fit=False)
-    buffer = io.BytesIO()
-    torch.save(tensors, buffer)
-    blob = buffer.getvalue()
 
-    def downgrade(m):
-        m["format_version"] = [2, 2]
-        m["tensors"]["sha256"] = hashlib.sha256(blob).hexdigest()
+    def training_inputs(tensors):
+        tensors["x_train"] = est._standardise(X, fit=False)
+
+    def no_pivot_rows(m):
         model = _find_object(m["estimator"]["state"], "hdgp.sigp.model.SIGPModel")
         model["state"]["$dict"].append(["X_train", {"$tensor": "x_train"}])
         factor = _find_object(model, "hdgp.sigp.lowrank.KernelFactor")["state"]
         factor["$dict"] = [kv for kv in factor["$dict"] if kv[0] != "pivot_inputs"]
-        return m
 
-    back = hdgp.load(_rewrite(path, tmp_path / "old.hdgp", manifest=downgrade, tensors=blob))
+    back = hdgp.load(_as_older_format(path, tmp_path / "old.hdgp", (2, 2), training_inputs, no_pivot_rows))
     assert "X_train" not in vars(back.model_)
     torch.testing.assert_close(back.model_.factor.pivot_inputs, est.model_.factor.pivot_inputs, rtol=0, atol=0)
     for a, b in zip(back.predict(XT, return_std=True), est.predict(XT, return_std=True)):
