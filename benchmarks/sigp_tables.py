@@ -49,12 +49,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.svm import SVC
 
+from hdgp.bench.reference import find_reference_dir
 from hdgp.data.sigp import SIGP_SETS, load_sigp, load_sigp_split
 from hdgp.estimators import GPRegressor, SIGPClassifier, SIGPRegressor
 
 TEST_SIZE = {"heart": 100, "german": 300, "cancer": 200}
 FIELDS = ["dataset", "model", "split", "metric", "value", "fit_seconds", "params"]
-REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "reference" / "sigp_tables.csv"
 
 
 class _SignClassifier:
@@ -178,7 +178,8 @@ def _f1(positive):
 def write_table(out: Path) -> None:
     """``table.md``: mean ± std (n splits) and mean fit time beside the paper's numbers."""
     df = pd.read_csv(out / "results.csv")
-    ref = pd.read_csv(REFERENCE) if REFERENCE.exists() else pd.DataFrame()
+    folder = find_reference_dir()  # HDGP_REFERENCE_DIR, else beside the data folder
+    ref = pd.read_csv(folder / "sigp_tables.csv") if folder is not None else pd.DataFrame()
     lines = ["| data | model | metric | ours: mean ± std (splits) | fit s | paper |", "|---|---|---|---|---|---|"]
     for (dataset, model), g in df.groupby(["dataset", "model"], sort=False):
         paper = ""

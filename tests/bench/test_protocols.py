@@ -60,6 +60,15 @@ def test_plan_expands_datasets_models_splits_seeds(tiny_protocol, protocol_file)
         (m, s, seed) for m in ("Linear", "GAM") for s in (0, 2) for seed in (0, 5)}
 
 
+def test_requested_splits_beyond_a_data_sets_last_are_named(tiny_protocol, protocol_file):
+    from hdgp.exceptions import HDGPWarning
+
+    path = str(protocol_file(tiny_protocol()))  # the synthetic bach set has 10 splits
+    with pytest.warns(HDGPWarning, match=r"Skipped split\(s\) beyond a data set's last: bach has 10 \(0-9\), not 12"):
+        tasks, _ = plan_tasks(path, splits=[0, 12])
+    assert {t.split for t in tasks} == {0}
+
+
 def test_model_limited_to_some_data_sets_plans_only_those(tiny_protocol, protocol_file):
     spec = tiny_protocol(datasets=("bach", "oak2d"),
                          models=[{"label": "Linear", "preset": "Linear"},

@@ -77,3 +77,42 @@ def test_restore_of_another_protocols_folder_is_an_error_not_a_silent_no_op(tmp_
     with pytest.raises(ValueError, match=r"tasks\.csv holds no tasks of protocol 'tiny' \(it holds: other\)"):
         restore_store("tiny", folder, tmp_path / "db.sqlite")
     assert not (tmp_path / "db.sqlite").exists()
+
+
+def test_restore_then_report_regenerates_the_committed_folder(tiny_protocol, protocol_file, tmp_path):
+    """Per-task code versions and attempts survive tasks.csv, and its 10 digits re-render the same
+    report.md (6 digits had rounded timestamps to 10^4 s and moved a p-value)."""
+    path = str(protocol_file(tiny_protocol()))
+    db = tmp_path / "r.sqlite"
+    run_protocol(path, workers=0, db=db, progress=False, command="first")
+    run_protocol(path, workers=0, db=db, progress=False, splits=[0], rerun=True, command="again")
+    report = tmp_path / "report"
+    make_report(path, db=db, out_dir=report, plots=False)
+    fresh = tmp_path / "fresh.sqlite"
+    restore_store("tiny", report, fresh)
+    with ResultStore(db) as a, ResultStore(fresh) as b:
+        old, new = (s.frame("tiny").sort_values(["model", "split"]).reset_index(drop=True) for s in (a, b))
+    assert sorted(old["attempts"]) == [1, 2] and list(new["attempts"]) == list(old["attempts"])
+    assert list(new["versions"]) == list(old["versions"]) and "hdgp_git" in new["versions"][0]
+    pd.testing.assert_series_equal(new["finished_at"], old["finished_at"], rtol=1e-9, check_exact=False)
+    again = tmp_path / "again"
+    make_report(path, db=fresh, out_dir=again, plots=False)
+    def body(folder):
+        return [line for line in (folder / "report.md").read_text().splitlines() if not line.startswith("Tasks in store")]
+    assert body(again) == body(report)
+    assert any(line.startswith("Code of the rows (hdgp_git): ") for line in body(report))
+
+
+def test_report_refuses_to_drop_the_tasks_of_the_folder_it_replaces(tiny_protocol, protocol_file, tmp_path):
+    path = str(protocol_file(tiny_protocol()))
+    full, partial = tmp_path / "full.sqlite", tmp_path / "partial.sqlite"
+    run_protocol(path, workers=0, db=full, progress=False, command="all")
+    run_protocol(path, workers=0, db=partial, progress=False, splits=[0], command="one split")
+    report = tmp_path / "report"
+    make_report(path, db=full, out_dir=report, plots=False)
+    before = (report / "tasks.csv").read_text()
+    with pytest.raises(ValueError, match=r"holds 1 task\(s\) that .*partial.sqlite' lacks.*hdgp bench restore .*tiny"):
+        make_report(path, db=partial, out_dir=report, plots=False)
+    assert (report / "tasks.csv").read_text() == before
+    restore_store("tiny", report, partial)  # what the message says to do
+    make_report(path, db=partial, out_dir=report, plots=False)

@@ -79,6 +79,9 @@ def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_sc
                                warn_skipped=False)
     except (ValueError, FileNotFoundError, StoreError, ImportError) as exc:
         raise click.ClickException(str(exc)) from None
+    except OSError as exc:  # e.g. a Dask scheduler that does not answer
+        where = f" (Dask scheduler {dask_scheduler})" if dask_scheduler else ""
+        raise click.ClickException(f"{type(exc).__name__}{where}: {exc}") from None
     except KeyboardInterrupt:
         click.echo("\nInterrupted. Finished tasks are saved; run the same command again to resume.", err=True)
         sys.exit(130)

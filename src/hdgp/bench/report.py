@@ -101,6 +101,19 @@ def _paper_only(cmp: pd.DataFrame, reference: pd.DataFrame, datasets, models) ->
     return lines + [""]
 
 
+def _code_versions(versions: pd.Series) -> str:
+    """Which hdgp commits produced the rows: tasks per ``hdgp_git`` (newest first as they appear)."""
+    counts: dict = {}
+    for v in versions:
+        v = v if isinstance(v, dict) else {}
+        key = (v.get("hdgp_git", "unknown"), v.get("recorded") == "report header")
+        counts[key] = counts.get(key, 0) + 1
+    parts = [f"{commit}: {n} task(s)" + (" (restored; the report that held them recorded one commit for all its "
+                                          "rows)" if from_header else "")
+             for (commit, from_header), n in counts.items()]
+    return "Code of the rows (hdgp_git): " + "; ".join(parts) + "."
+
+
 def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     lines = [f"# Benchmark report: `{proto.name}`", "", proto.description, ""]
     commands = [c for c in runs["command"].dropna().tolist() if c] if not runs.empty else []
@@ -113,7 +126,8 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     machines = latest["machine"].dropna()
     if len(versions):
         v = versions.iloc[-1]
-        lines.append("Libraries: " + ", ".join(f"{k} {val}" for k, val in v.items()) + ".")
+        lines.append("Libraries: " + ", ".join(f"{k} {val}" for k, val in v.items() if k != "recorded") + ".")
+        lines.append(_code_versions(results["versions"]))
     if len(machines):
         m = machines.iloc[-1]
         lines.append(f"Machine: {m.get('platform')}, {m.get('cores')} usable cores; threads per task: "
@@ -130,6 +144,30 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
               "Spreads are 2·std over splits (and seeds). With few splits (small n) the test has little power, "
               "so a bold entry there means only \"not shown to be worse\".", ""]
     return lines
+
+
+def _refuse_to_drop_tasks(tasks_csv: Path, results: pd.DataFrame, protocol: str, db) -> None:
+    """Raise ``ValueError`` when the report folder's ``tasks.csv`` holds tasks the database lacks.
+
+    That file is what ``restore`` rebuilds a database from: a report written from a database that
+    was never restored (a fresh clone's, or another ``--db``) would replace the committed table
+    by the few tasks just run.
+    """
+    if not tasks_csv.is_file():
+        return
+    key = ["dataset", "model", "split", "seed"]
+    try:
+        written = pd.read_csv(tasks_csv, usecols=key)
+    except (ValueError, pd.errors.ParserError):  # not a report's tasks.csv: nothing of ours to lose
+        return
+    present = set(map(tuple, results[key].astype({"split": int, "seed": int}).itertuples(index=False)))
+    lost = [k for k in map(tuple, written.itertuples(index=False)) if k not in present]
+    if lost:
+        raise ValueError(
+            f"{str(tasks_csv)!r} holds {len(lost)} task(s) that {str(db)!r} lacks (e.g. {lost[0]}); writing the "
+            f"report there would drop them. Run `hdgp bench restore {protocol}` first (it adds them to the "
+            "database), or write this report elsewhere with --out."
+        )
 
 
 def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=None, plots: bool = True) -> dict:
@@ -152,6 +190,12 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     -------
     dict with the written paths under ``markdown``, ``summary_csv``, ``tasks_csv``, ``runs_csv``,
     ``plots``.
+
+    Raises
+    ------
+    ValueError
+        No results in ``db``, or the output folder's ``tasks.csv`` holds tasks that ``db`` lacks
+        (restore them first).
     """
     proto = get_protocol(protocol)
     db = Path(db) if db is not None else default_db_path(proto.name)
@@ -159,10 +203,11 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     with ResultStore(db) as store:
         results = store.frame(proto.name)
         runs = store.runs(proto.name)
+    again = proto.name if isinstance(protocol, Protocol) else str(protocol)
     if results.empty:
-        again = proto.name if isinstance(protocol, Protocol) else str(protocol)
         raise ValueError(f"No results for protocol {proto.name!r} in {str(db)!r}; run `hdgp bench run {again}` "
                          "(with the same --db) first.")
+    _refuse_to_drop_tasks(out / "tasks.csv", results, again, db)
     out.mkdir(parents=True, exist_ok=True)
     try:
         reference = load_reference(proto, reference_dir, data_dir)
@@ -200,10 +245,12 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         lines += ["## Figures", ""] + [f"![{p.stem}]({p.name})" for p in paths["plots"]] + [""]
     paths["markdown"].write_text("\n".join(lines))
     cmp.drop(columns=["values"]).to_csv(paths["summary_csv"], index=False, float_format="%.6g")
-    tasks = results.drop(columns=["traceback", "versions", "machine", "metrics"]).copy()
-    for column in ("hyperparameters", "warnings", "extras"):
+    tasks = results.drop(columns=["traceback", "machine", "metrics"]).copy()
+    for column in ("hyperparameters", "warnings", "extras", "versions"):  # versions: which code made each row
         tasks[column] = [json.dumps(v, default=str) for v in tasks[column]]
-    tasks.to_csv(paths["tasks_csv"], index=False, float_format="%.6g")
+    # 10 digits: a restored database re-renders the same table (6 rounded timestamps to 10^4 s and moved
+    # a p-value in its third digit)
+    tasks.to_csv(paths["tasks_csv"], index=False, float_format="%.10g")
     # tasks.csv + runs.csv are enough to rebuild the database (hdgp.bench.restore)
     run_columns = ["command", "started_at", "finished_at", "planned", "skipped", "done", "failed"]
     runs.reindex(columns=run_columns).to_csv(paths["runs_csv"], index=False)

@@ -3,14 +3,15 @@
 The SQLite store is a local working file (not committed); what is committed is
 the report folder ``benchmarks/results/<protocol>/`` that :func:`make_report`
 writes: ``tasks.csv`` (one row per finished task, every column but the
-traceback and library versions; older folders lack the ``extras`` column, e.g.
-OAK truncation curves, which then stay empty) and ``runs.csv`` (the ``bench run`` commands).
+traceback and machine, with the library versions of each task from 2026-11-25 on; older folders
+lack the ``extras`` column, e.g. OAK truncation curves, which then stay empty) and ``runs.csv``
+(the ``bench run`` commands).
 :func:`restore_store` reads them back so that a fresh clone can extend a table
 (``bench run`` skips the restored tasks) and re-render its report without
 recomputing anything. Older report folders without ``runs.csv`` still give
-their commands through the "Produced by" block of ``report.md``, and the library
-versions and machine of the restored tasks come from its "Libraries:" and
-"Machine:" lines, so a re-rendered report keeps them.
+their commands through the "Produced by" block of ``report.md``, and the machine of the
+restored tasks (and their library versions, where ``tasks.csv`` has none) come from its
+"Libraries:" and "Machine:" lines, so a re-rendered report keeps them.
 """
 
 from __future__ import annotations
@@ -59,6 +60,10 @@ def _task_records(tasks: pd.DataFrame, protocol: str) -> list[dict]:
         record["hyperparameters"] = _json_or_none(row.get("hyperparameters"))
         record["warnings"] = _json_or_none(row.get("warnings")) or []
         record["extras"] = _json_or_none(row.get("extras"))
+        if _json_or_none(row.get("versions")) is not None:  # folders before 2026-11-25 lack the column
+            record["versions"] = _json_or_none(row.get("versions"))
+        else:
+            record.pop("versions", None)
         records.append(record)
     return records
 
@@ -129,6 +134,8 @@ def restore_store(protocol: str, folder, db) -> dict:
                                 "where the results are, or pass --from.")
     records = _task_records(pd.read_csv(tasks_csv), protocol)
     environment = _report_environment(folder / "report.md")
+    if "versions" in environment:  # one set for every row: say so where a row carries it
+        environment["versions"] = {**environment["versions"], "recorded": "report header"}
     for record in records:
         for key, value in environment.items():
             record.setdefault(key, value)
@@ -137,7 +144,7 @@ def restore_store(protocol: str, folder, db) -> dict:
         present = store.status(protocol)
         new = [r for r in records if tuple(r[k] for k in _KEY[1:]) not in present]
         for record in new:
-            store.write(record)
+            store.write(record, attempts=record.get("attempts"))
         logged = set(store.runs(protocol)["command"].dropna())
         added = 0
         for run in runs:

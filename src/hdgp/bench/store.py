@@ -134,10 +134,11 @@ class ResultStore:
         self.close()
 
     # ---------------------------------------------------------------- writes
-    def write(self, record: dict) -> None:
+    def write(self, record: dict, attempts: int | None = None) -> None:
         """Insert or replace one task's result and commit at once.
 
-        A task already in the store (failed, or re-run) has its ``attempts`` incremented.
+        A task already in the store (failed, or re-run) has its ``attempts`` incremented, unless
+        ``attempts`` gives the count (a task restored from a report keeps its own).
         """
         if not self.writer:
             raise StoreError("This ResultStore was opened read-only; open it with writer=True to record results.")
@@ -150,7 +151,7 @@ class ResultStore:
                 prev = self._conn.execute(
                     "SELECT attempts FROM results WHERE protocol=? AND dataset=? AND model=? AND split=? AND seed=?",
                     key).fetchone()
-                row["attempts"] = 1 + (prev[0] if prev else 0)
+                row["attempts"] = int(attempts) if attempts is not None else 1 + (prev[0] if prev else 0)
                 cols = ", ".join(row)
                 marks = ", ".join("?" for _ in row)
                 self._conn.execute(f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})", tuple(row.values()))
