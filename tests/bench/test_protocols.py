@@ -1,4 +1,5 @@
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -67,6 +68,11 @@ def test_requested_splits_beyond_a_data_sets_last_are_named(tiny_protocol, proto
     with pytest.warns(HDGPWarning, match=r"Skipped split\(s\) beyond a data set's last: bach has 10 \(0-9\), not 12"):
         tasks, _ = plan_tasks(path, splits=[0, 12])
     assert {t.split for t in tasks} == {0}
+    # the protocol's own splits (the CLI without --splits passes []) may overrun a data set quietly
+    quiet = str(protocol_file(tiny_protocol(name="quiet", splits=(0, 11))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", HDGPWarning)
+        assert {t.split for t in plan_tasks(quiet, splits=[])[0]} == {0}
 
 
 def test_model_limited_to_some_data_sets_plans_only_those(tiny_protocol, protocol_file):

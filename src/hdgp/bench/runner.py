@@ -207,7 +207,7 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
                                           tuple(proto.extras)))
     _check_selection(proto, tasks, ds_names, labels, split_list, available, datasets, models)
     beyond = {name: [s for s in split_list if s >= available[name]] for name in ds_names}
-    if splits is not None and any(beyond.values()):  # asked for by number: say which did not run
+    if splits and any(beyond.values()):  # asked for by number: say which did not run
         warnings.warn("Skipped split(s) beyond a data set's last: " + "; ".join(
             f"{name} has {available[name]} (0-{available[name] - 1}), not {', '.join(map(str, out))}"
             for name, out in beyond.items() if out) + ".", HDGPWarning, stacklevel=2)
