@@ -13,6 +13,7 @@ Result (NVIDIA H200, recorded in benchmarks/README.md): 2.86 s with CPU-sized ti
 0.096 s with GPU-sized ones, same loss and gradient.
 """
 
+import argparse
 import time
 
 import numpy as np
@@ -23,6 +24,9 @@ from hdgp.estimators import OAKRegressor
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
+    if not torch.cuda.is_available():
+        raise SystemExit("This benchmark needs a CUDA GPU (torch.cuda.is_available() is False).")
     rng = np.random.default_rng(0)
     n, d = 15000, 18
     X = rng.normal(size=(n, d))

@@ -15,6 +15,7 @@ Usage::
 
 from __future__ import annotations
 
+import argparse
 import time
 import warnings
 
@@ -37,6 +38,7 @@ def _timed(model, X, y):
 
 
 def main() -> None:
+    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
     torch.set_num_threads(1)
     print(f"hdgp from {hdgp.__file__}, torch threads = {torch.get_num_threads()}")
     X_tr, y_tr, X_te, y_te = load_sigp_split("housing")

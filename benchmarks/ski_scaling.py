@@ -1,4 +1,4 @@
-"""Training cost of RPA-GP with additive SKI vs exact (Cholesky) inference: Delbridge et al. (2020), Fig. 5.
+r"""Training cost of RPA-GP with additive SKI vs exact (Cholesky) inference: Delbridge et al. (2020), Fig. 5.
 
 Set-up of the paper's Sec. 5.4: x ~ N(0, I_100), y = sum_i sin(x_i) + 0.01 eps, 20
 one-dimensional Gaussian random projections (RPA-GP-1 kernel), 512 grid points
