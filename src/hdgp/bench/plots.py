@@ -48,7 +48,7 @@ def plot_metric(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_d
     models = [m.label for m in protocol.models if m.label in set(rows["model"])]
     ncol = min(4, len(datasets))
     nrow = int(np.ceil(len(datasets) / ncol))
-    fig, axes = plt.subplots(nrow, ncol, figsize=(3.2 * ncol, 0.35 * len(models) * nrow + 1.2 * nrow),
+    fig, axes = plt.subplots(nrow, ncol, figsize=(max(3.2 * ncol, 4.5), 0.35 * len(models) * nrow + 1.2 * nrow + 0.3),
                              squeeze=False)
     for ax, dataset in zip(axes.ravel(), datasets):
         sub = rows[rows["dataset"] == dataset].set_index("model")
@@ -68,7 +68,8 @@ def plot_metric(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_d
         ax.grid(axis="x", alpha=0.3)
     for ax in axes.ravel()[len(datasets):]:
         ax.axis("off")
-    fig.suptitle(f"{protocol.name}: test {metric.upper()} (ours: mean ± 2·std, dots; paper: crosses)", fontsize=10)
+    # two lines: one panel is too narrow for the whole title
+    fig.suptitle(f"{protocol.name}: test {metric.upper()}\n(ours: mean ± 2·std, dots; paper: crosses)", fontsize=10)
     fig.tight_layout()
     path = Path(out_dir) / f"{metric}.png"
     fig.savefig(path, dpi=110)
