@@ -62,9 +62,10 @@ def test_report_of_a_real_run_lists_the_command_and_failures(tiny_protocol, prot
     path = str(protocol_file(spec))
     db = tmp_path / "r.sqlite"
     run_protocol(path, workers=0, db=db, progress=False, command="hdgp bench run tiny.json --workers 0")
+    run_protocol(path, workers=0, db=db, progress=False, command="hdgp bench run tiny.json --again")  # skips all
     paths = make_report(path, db=db, out_dir=tmp_path / "out", plots=False)
     md = paths["markdown"].read_text()
-    assert "hdgp bench run tiny.json --workers 0" in md
+    assert "hdgp bench run tiny.json --workers 0" in md and "--again" not in md  # a run that ran nothing
     assert "## Failed tasks" in md and "| bach | Broken | 0 | 0 | 1 |" in md
     assert "## Cost per task" in md
 

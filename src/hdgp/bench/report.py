@@ -116,9 +116,14 @@ def _code_versions(versions: pd.Series) -> str:
 
 def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     lines = [f"# Benchmark report: `{proto.name}`", "", proto.description, ""]
-    commands = [c for c in runs["command"].dropna().tolist() if c] if not runs.empty else []
+    commands = []
+    for run in ([] if runs.empty else runs.to_dict("records")):
+        counts = [run.get("done"), run.get("failed")]
+        idle = all(c is not None and c == c and c == 0 for c in counts)  # ran nothing (all skipped, or stopped)
+        if run.get("command") and not idle:  # (restored runs of older folders have no counts)
+            commands.append(run["command"])
     if commands:
-        lines += ["Produced by (each `bench run` on this results database, in order):", "", "```"]
+        lines += ["Produced by (each `bench run` on this results database that ran tasks, in order):", "", "```"]
         lines += list(dict.fromkeys(commands))
         lines += [f"hdgp bench report {proto.name}", "```", ""]
     latest = results.sort_values("finished_at", kind="stable") if "finished_at" in results else results
