@@ -30,6 +30,14 @@ def test_missing_data_dir_names_the_variable(monkeypatch, tmp_path):
     assert result.exit_code != 0 and "HDGP_DATA_DIR" in result.output
 
 
+def test_data_dir_without_its_subfolders_says_which_folder_to_name(tmp_path):
+    (tmp_path / "uci").mkdir()
+    result = CliRunner().invoke(bench, ["run", "rpa-gp-table1", "--datasets", "yacht", "--models", "RBF-ARD",
+                                        "--db", str(tmp_path / "r.sqlite"), "--data-dir", str(tmp_path / "uci")])
+    assert result.exit_code != 0 and "holds neither 'uci/' nor 'sigp/' (it is itself one of them: use its parent)" \
+        in result.output
+
+
 def test_run_then_report_with_space_separated_lists(tiny_protocol, protocol_file, tmp_path):
     path = str(protocol_file(tiny_protocol(datasets=("bach",), splits=(0, 1, 2))))
     db, out = str(tmp_path / "r.sqlite"), str(tmp_path / "out")

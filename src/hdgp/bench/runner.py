@@ -187,6 +187,12 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
                 f"{DATA_DIR_ENV} to the folder holding 'uci/' and 'sigp/' (e.g. `export {DATA_DIR_ENV}=../shared/data`)"
                 " or pass --data-dir."
             )
+        if not any((root / sub).is_dir() for sub in ("uci", "sigp")):
+            inside = " (it is itself one of them: use its parent)" if root.name in ("uci", "sigp") else ""
+            raise FileNotFoundError(
+                f"The benchmark data folder {str(root)!r} holds neither 'uci/' nor 'sigp/'{inside}; data set(s) "
+                f"{', '.join(need_dir)} need it. Point {DATA_DIR_ENV} or --data-dir at the folder that contains them."
+            )
         data_dir = str(root.resolve())
     split_list = _unique_ints("Splits", splits, proto.splits, minimum=0)
     seed_list = _unique_ints("Seeds", seeds, proto.seeds)
