@@ -47,9 +47,17 @@ _AUTO_LOG_SKEW = 1.0
 _LOG_STARTS = np.logspace(-3.0, 1.0, 41)
 
 
+#: Rows beyond which the start is chosen on evenly spaced order statistics (a quantile sample).
+_START_SAMPLE = 20000
+
+
 def _least_skewed_start(x: np.ndarray) -> float:
     """Start :math:`c > 0` of :math:`\\log(x - x_{\\min} + c)` with the smallest absolute skewness
-    over :data:`_LOG_STARTS` (a unit-free choice: the grid scales with the data)."""
+    over :data:`_LOG_STARTS` (a unit-free choice: the grid scales with the data). Large columns are
+    judged on :data:`_START_SAMPLE` evenly spaced order statistics (41 skewness evaluations of
+    10^6 rows per feature would dominate the flow's fit)."""
+    if x.size > _START_SAMPLE:
+        x = np.sort(x)[:: x.size // _START_SAMPLE]
     d = x - x.min()
     scale = np.median(d[d > 0])
     skews = [abs(scipy.stats.skew(np.log(d + c))) for c in scale * _LOG_STARTS]
@@ -67,7 +75,7 @@ class SinhArcsinhFlow:
         values: :math:`\log x` if they are positive, else the started log
         :math:`\log(x - x_{\min} + c)` with the least skewed start :math:`c` (zeros
         in counts or amounts, or data shifted below zero, kept the machine set's
-        features linear: test RMSE 0.377 against 0.329 with started logs).
+        features linear: 10-split test RMSE 0.377 against 0.330 with started logs).
         ``"shifted"`` takes :math:`\log(x - x_{\min} + 1)` of every feature, as the
         OAK authors' code does on raw inputs; it depends on the feature's units
         (the ``+1``), compressing wide-ranged features most.
