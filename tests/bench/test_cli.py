@@ -50,7 +50,19 @@ def test_run_then_report_with_space_separated_lists(tiny_protocol, protocol_file
     assert "3 tasks: 2 already" in result.output and "1 done" in result.output
     result = runner.invoke(bench, ["report", path, "--db", db, "--out", out, "--no-plots"])
     assert result.exit_code == 0, result.output
-    assert (tmp_path / "out" / "report.md").is_file()
+    assert (tmp_path / "out" / "report.md").is_file() and "runs.csv" in result.stdout
+
+
+def test_report_warnings_are_one_line_notes(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(splits=(0,))
+    spec["plots"] = ["rmse", "nope"]
+    path = str(protocol_file(spec))
+    db = str(tmp_path / "r.sqlite")
+    runner = CliRunner()
+    runner.invoke(bench, ["run", path, "--workers", "0", "--db", db, "--no-progress"])
+    result = runner.invoke(bench, ["report", path, "--db", db, "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "Note: Unknown plot hook 'nope'" in result.stderr and "make_report(" not in result.stderr
 
 
 def test_labels_with_spaces_can_be_selected(tiny_protocol, protocol_file, tmp_path):

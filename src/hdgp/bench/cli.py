@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import warnings
 
 import click
 
@@ -109,10 +110,14 @@ def report_cmd(protocol, db, out_dir, reference_dir, no_plots):
     from .store import StoreError
 
     try:
-        paths = make_report(protocol, db=db, out_dir=out_dir, reference_dir=reference_dir, plots=not no_plots)
+        with warnings.catch_warnings(record=True) as caught:  # shown as notes, not as source lines
+            warnings.simplefilter("always")
+            paths = make_report(protocol, db=db, out_dir=out_dir, reference_dir=reference_dir, plots=not no_plots)
     except (ValueError, FileNotFoundError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"Wrote {paths['markdown']}, {paths['summary_csv']}, {paths['tasks_csv']}"
+    for message in dict.fromkeys(str(w.message) for w in caught):
+        click.echo(f"Note: {message}", err=True)
+    click.echo(f"Wrote {paths['markdown']}, {paths['summary_csv']}, {paths['tasks_csv']}, {paths['runs_csv']}"
                + (f" and {len(paths['plots'])} figure(s)" if paths["plots"] else "") + ".")
 
 
