@@ -125,7 +125,7 @@ def _calibration_obstacle(folds, rank: int, ratio: float = 1.0, mean_features: i
     linear mean, counted unpenalised, and :math:`m` projections); the calibration needs
     :math:`d \ge` ``_CALIBRATION_DOF`` in every fold, and a finite positive ``ratio``. (A
     linear mean with :math:`q \ge n_f - 1` interpolates the fold: its noise estimate
-    collapsed and the ratio ran to 1e9 with 100 features on 64-row folds.)
+    collapsed and the ratio ran to 1e9 with 100 features on 64-row folds, *ad hoc*.)
     """
     smallest = min(len(train) for train, _ in folds)
     needed = rank + 1 + mean_features + _CALIBRATION_DOF

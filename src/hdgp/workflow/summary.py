@@ -101,6 +101,7 @@ def learned_quantities(est, *, classes=None) -> dict:
         OAK classifier reports the length-scales and Sobol terms of its latent function.
     """
     check_is_fitted(est)
+    labels = getattr(est, "classes_", None) if classes is None else classes
     names = feature_names(est)
     out: dict = {"estimator": type(est).__name__, "n_features": len(names)}
     if hasattr(est, "X_train_"):
@@ -134,14 +135,12 @@ def learned_quantities(est, *, classes=None) -> dict:
     if hasattr(est, "temperature_"):
         out["temperature"] = float(est.temperature_)
     if getattr(est, "class_weight_", None) is not None:
-        labels = est.classes_ if classes is None else classes
         out["class_weights"] = {str(c): float(w) for c, w in zip(labels, est.class_weight_)}
     indices = getattr(est, "sobol_indices_", None)
     if isinstance(indices, dict):  # one latent function
         out["sobol_top"] = _top_terms(indices)
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
     elif isinstance(indices, list):  # one per class, against the rest
-        labels = est.classes_ if classes is None else classes
         out["sobol_top_by_class"] = {str(c): _top_terms(ind) for c, ind in zip(labels, indices)}
     if getattr(est, "variance_scale_", 1.0) != 1.0:
         out["variance_scale"] = float(est.variance_scale_)
@@ -184,11 +183,10 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
         lines.append(f"  constant in training (no effect): {', '.join(q['constant_features'])}")
     if "order_variances" in q:
         lines.append("  order variances σ²_0..R: " + ", ".join(f"{v:.3g}" for v in q["order_variances"]))
-    if "sobol_top" in q:
-        lines.append("  top Sobol terms: " + ", ".join(f"{k} {v:.3f}" for k, v in list(q["sobol_top"].items())[:5]))
-    for label, top in q.get("sobol_top_by_class", {}).items():
-        lines.append(f"  top Sobol terms, class {label} vs rest: "
-                     + ", ".join(f"{k} {v:.3f}" for k, v in list(top.items())[:5]))
+    tops = {"": q["sobol_top"]} if "sobol_top" in q else {
+        f", class {label} vs rest": top for label, top in q.get("sobol_top_by_class", {}).items()}
+    for which, top in tops.items():
+        lines.append(f"  top Sobol terms{which}: " + ", ".join(f"{k} {v:.3f}" for k, v in list(top.items())[:5]))
     if "temperature" in q:
         lines.append(f"  softmax inverse temperature: {q['temperature']:.4g}")
     if "class_weights" in q:
