@@ -41,37 +41,90 @@ def list_protocols():
         click.echo(f"  splits:    {', '.join(map(str, proto.splits))}; seeds: {', '.join(map(str, proto.seeds))}")
 
 
+def _selection_options(fn):
+    """The options that pick a protocol's tasks (shared by ``run`` and ``status``)."""
+    for option in reversed([
+        click.argument("protocol"),
+        click.option("--datasets", cls=ListOption, help="Data sets (default: all of the protocol)."),
+        click.option("--models", cls=ListOption, help="Model labels (default: all registered ones)."),
+        click.option("--splits", cls=ListOption, help="Split indices (default: the protocol's)."),
+        click.option("--seeds", cls=ListOption, help="Model seeds (default: the protocol's)."),
+        click.option("--db", type=click.Path(dir_okay=False), default=None,
+                     help="Results database (default: benchmarks/results/PROTOCOL.sqlite)."),
+        click.option("--data-dir", type=click.Path(file_okay=False), default=None,
+                     help="Benchmark data folder (default: $HDGP_DATA_DIR)."),
+    ]):
+        fn = option(fn)
+    return fn
+
+
+def _integers(splits, seeds) -> tuple[list[int], list[int]]:
+    try:
+        return [int(s) for s in split_list(splits)], [int(s) for s in split_list(seeds)]
+    except ValueError as exc:
+        raise click.BadParameter(f"splits and seeds must be integers ({exc}).") from None
+
+
+def _minutes(seconds: float) -> str:
+    return "unknown (no task of these cells is done yet)" if seconds != seconds else f"{seconds / 60:.1f} min"
+
+
+def _echo_status(frame, dry_run: bool, workers: int) -> None:
+    """Print the per-cell table of :func:`hdgp.bench.status.status_table` and what is left to do."""
+    from .status import status_table
+
+    table = status_table(frame)
+    columns = ["dataset", "model", "done", "failed", "missing"] + (["to_run", "estimate_s"] if dry_run else [])
+    columns.append("s_per_task")
+    shown = table[columns].rename(columns={"to_run": "to run", "estimate_s": "est. s", "s_per_task": "s/task"})
+    click.echo(shown.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+    counts = frame["state"].value_counts()
+    click.echo(f"{len(frame)} tasks: {counts.get('done', 0)} done, {counts.get('failed', 0)} failed, "
+               f"{counts.get('missing', 0)} missing.")
+    failed = frame[frame["state"] == "failed"]
+    for error, rows in failed.groupby("error", sort=False):
+        where = ", ".join(f"{r.model}/{r.dataset}/split {r.split}/seed {r.seed}" for r in rows.head(3).itertuples())
+        more = f" and {len(rows) - 3} more" if len(rows) > 3 else ""
+        click.echo(f"Failed ({len(rows)}): {error or 'no message'} [{where}{more}]")
+    if dry_run:
+        to_run = frame[frame["to_run"]]
+        known = to_run["estimate"].notna()
+        total = float(to_run["estimate"].sum()) if known.all() else float("nan")
+        click.echo(f"Would run {len(to_run)} task(s); from the stored times of the same cells about "
+                   f"{_minutes(total)} of task time" + (f", {_minutes(total / workers)} with {workers} workers"
+                                                        if workers > 1 and total == total else "") + ".")
+
+
 @bench.command("run")
-@click.argument("protocol")
-@click.option("--datasets", cls=ListOption, help="Data sets to run (default: all of the protocol).")
-@click.option("--models", cls=ListOption, help="Model labels to run (default: all registered ones).")
-@click.option("--splits", cls=ListOption, help="Split indices (default: the protocol's).")
-@click.option("--seeds", cls=ListOption, help="Model seeds (default: the protocol's).")
+@_selection_options
 @click.option("--workers", type=int, default=None,
               help="Local worker processes (default: cores // threads; 0 runs in this process).")
 @click.option("--threads", type=int, default=1, show_default=True, help="Torch threads per task.")
 @click.option("--dask-scheduler", metavar="ADDRESS", default=None,
               help="Run the tasks on this Dask distributed scheduler (e.g. tcp://host:8786).")
-@click.option("--db", type=click.Path(dir_okay=False), default=None,
-              help="Results database (default: benchmarks/results/PROTOCOL.sqlite).")
 @click.option("--retry-failed", is_flag=True, help="Re-run tasks recorded as failed.")
 @click.option("--rerun", is_flag=True,
               help="Run the selected tasks again even if done, replacing their records (after a code change).")
-@click.option("--data-dir", type=click.Path(file_okay=False), default=None,
-              help="Benchmark data folder (default: $HDGP_DATA_DIR).")
+@click.option("--dry-run", is_flag=True, help="Show what would run and an estimate of its cost; run nothing.")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
-def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_scheduler, db, retry_failed,
-            rerun, data_dir, no_progress):
+def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, threads, dask_scheduler,
+            retry_failed, rerun, dry_run, no_progress):
     """Run every missing task of PROTOCOL (a built-in name or a protocol .json file); with --rerun, every selected one."""
     from .protocols import get_protocol
-    from .runner import describe_unregistered, run_protocol
+    from .runner import describe_unregistered, run_protocol, usable_cores
+    from .status import task_status
     from .store import StoreError
 
-    try:
-        split_indices = [int(s) for s in split_list(splits)]
-        seed_list = [int(s) for s in split_list(seeds)]
-    except ValueError as exc:
-        raise click.BadParameter(f"splits and seeds must be integers ({exc}).") from None
+    split_indices, seed_list = _integers(splits, seeds)
+    if dry_run:
+        try:
+            frame = task_status(protocol, datasets=split_list(datasets), models=split_list(models),
+                                splits=split_indices, seeds=seed_list, db=db, data_dir=data_dir,
+                                retry_failed=retry_failed, rerun=rerun)
+        except (ValueError, FileNotFoundError, StoreError) as exc:
+            raise click.ClickException(str(exc)) from None
+        _echo_status(frame, dry_run=True, workers=workers if workers else max(1, usable_cores() // threads))
+        return
     try:
         summary = run_protocol(protocol, datasets=split_list(datasets), models=split_list(models),
                                splits=split_indices, seeds=seed_list, workers=workers, threads=threads,
@@ -93,6 +146,22 @@ def run_cmd(protocol, datasets, models, splits, seeds, workers, threads, dask_sc
                f"{summary.done} done, {summary.failed} failed now.")
     if summary.failed:
         click.echo("Failed tasks are recorded with their error; re-run them with --retry-failed.", err=True)
+
+
+@bench.command("status")
+@_selection_options
+def status_cmd(protocol, datasets, models, splits, seeds, db, data_dir):
+    """Show which tasks of PROTOCOL are done, failed or missing, per data set and model, with their stored times."""
+    from .status import task_status
+    from .store import StoreError
+
+    split_indices, seed_list = _integers(splits, seeds)
+    try:
+        frame = task_status(protocol, datasets=split_list(datasets), models=split_list(models),
+                            splits=split_indices, seeds=seed_list, db=db, data_dir=data_dir)
+    except (ValueError, FileNotFoundError, StoreError) as exc:
+        raise click.ClickException(str(exc)) from None
+    _echo_status(frame, dry_run=False, workers=1)
 
 
 @bench.command("report")

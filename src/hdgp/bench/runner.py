@@ -23,7 +23,7 @@ from .protocols import Protocol, get_protocol
 from .store import ResultStore, default_db_path
 from .task import TaskSpec, failed_record, library_versions, machine_description, run_task, set_threads
 
-__all__ = ["plan_tasks", "run_protocol", "RunSummary", "usable_cores"]
+__all__ = ["plan_tasks", "run_protocol", "RunSummary", "tasks_to_run", "usable_cores"]
 
 _WORKER_DIED = "worker process died while running this task (killed, crashed or out of memory)"
 
@@ -220,6 +220,13 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     return tasks, missing
 
 
+def tasks_to_run(tasks: list[TaskSpec], status: dict, retry_failed: bool = False, rerun: bool = False) -> list:
+    """The ``tasks`` a run executes, given the stored ``status`` of each key ``(dataset, model, split, seed)``:
+    the missing ones, the failed ones too with ``retry_failed``, all of them with ``rerun``."""
+    keep = set() if rerun else {"done"} if retry_failed else {"done", "failed"}
+    return [t for t in tasks if status.get(t.key[1:]) not in keep]
+
+
 def _progress(total: int, desc: str, enabled: bool):
     from tqdm.auto import tqdm
 
@@ -365,9 +372,7 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
     tasks, skipped_models = plan_tasks(proto, datasets, models, splits, seeds, data_dir, threads, warn_skipped)
     db_path = Path(db) if db is not None else default_db_path(proto.name)
     with ResultStore(db_path, writer=True) as store:
-        status = store.status(proto.name)
-        keep = set() if rerun else {"done"} if retry_failed else {"done", "failed"}
-        pending = [t for t in tasks if status.get(t.key[1:]) not in keep]
+        pending = tasks_to_run(tasks, store.status(proto.name), retry_failed, rerun)
         summary = RunSummary(total=len(tasks), skipped=len(tasks) - len(pending), db=str(db_path),
                              skipped_models=skipped_models)
         started = time.time()
