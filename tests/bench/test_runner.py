@@ -79,3 +79,10 @@ def test_results_are_reproducible_per_seed(tiny_protocol, protocol_file, tmp_pat
         with ResultStore(tmp_path / f"{name}.sqlite") as store:
             frames.append(store.frame("tiny"))
     assert frames[0].metric_rmse.iloc[0] == pytest.approx(frames[1].metric_rmse.iloc[0], rel=1e-10)
+
+
+def test_a_misspelt_model_parameter_stops_the_run_before_any_task(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(models=[{"label": "Typo", "preset": "Linear", "params": {"max_iters": 5}}])
+    with pytest.raises(ValueError, match=r"Model 'Typo' of protocol 'tiny'.*no parameter\(s\) 'max_iters'"):
+        run_protocol(str(protocol_file(spec)), workers=0, db=tmp_path / "r.sqlite", progress=False)
+    assert not (tmp_path / "r.sqlite").exists()

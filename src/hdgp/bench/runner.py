@@ -151,13 +151,14 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     ------
     ValueError
         Unknown protocol, data set or model names (the message lists valid ones);
-        requested models, or all models, with unregistered presets; or a selection
+        requested models, or all models, with unregistered presets; model ``params``
+        naming a parameter the preset's estimator lacks; or a selection
         that plans no task, or no task for a requested data set or model (splits out
         of range, model not running on those data sets).
     FileNotFoundError
         The data folder is needed but missing (the message names ``HDGP_DATA_DIR``).
     """
-    from hdgp import presets
+    from hdgp import preset, presets
     from hdgp.data import DATA_DIR_ENV, find_data_dir
 
     from .datasets import n_splits
@@ -176,6 +177,11 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
         warnings.warn(f"Skipping model(s) whose preset is not registered yet: "
                       f"{describe_unregistered(proto, missing, registered)}.", HDGPWarning, stacklevel=2)
     labels = [lab for lab in labels if lab not in missing]
+    for lab in labels:  # a misspelt parameter name fails here, not once per task in the workers
+        try:
+            preset(proto.model(lab).preset, **proto.model(lab).params)
+        except TypeError as exc:
+            raise ValueError(f"Model {lab!r} of protocol {proto.name!r}: {exc}") from None
     need_dir = _needs_data_dir(proto, ds_names)
     if need_dir:
         root = find_data_dir(data_dir)
