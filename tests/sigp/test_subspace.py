@@ -62,6 +62,16 @@ def test_low_rank_stops_at_tolerance():
     assert float(torch.trace(K - f.features @ f.features.T)) == pytest.approx(f.residual * 300, rel=1e-6)
 
 
+def test_zero_tolerance_stops_at_round_off_and_keeps_the_extension_finite():
+    """tol=0 asks for the exact factor: pivots stop where the residual diagonal is rounding
+    noise (a smooth kernel on 2-D inputs is numerically low rank), never at an exact zero."""
+    X, _ = _data(n=200, p=2)
+    f = pivoted_cholesky(X, 10.0, tol=0.0)
+    assert f.rank < 200 and float(torch.diagonal(f.L_pp).min()) > 0
+    assert torch.isfinite(f.features_at(X)).all()
+    assert torch.allclose(f.features @ f.features.T, rbf_kernel(X, X, 10.0), atol=1e-10)
+
+
 @pytest.mark.parametrize("response", ["slices", "kernel"])
 def test_pencil_matches_the_dense_operator_form(response):
     """The authors' dense pencil HK w = lam ((H - S)K + n eta I) w (eqs. 6-7, operator ridge).

@@ -386,7 +386,10 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
         scikit-learn's ``GridSearchCV``) unless ``random_state`` is given. Not used
         when every hyper-parameter has a single value and ``calibrate_variance=False``.
     kernel_tol : float, default=1e-6
-        Relative trace tolerance of the pivoted-Cholesky kernel factor.
+        Relative trace tolerance of the pivoted-Cholesky kernel factor (0: stop only at
+        round-off). For :math:`\eta` below ``kernel_tol`` the subspace also depends on
+        where the factor stops (by a few degrees of principal angle at the grid's
+        :math:`\eta = 10^{-7}`): the truncation then acts as part of the regularisation.
     max_kernel_rank : int or None, default=1000
         Cap on the rank of the kernel factor (memory :math:`O(n \cdot` cap)).
     max_iter : int, default=2000
@@ -588,8 +591,9 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     covariance fit, as the authors' code does for ±1 labels. The decision is the
     sign of the latent mean (binary) or its arg-max.
     ``predict_proba`` is a softmax of the latent means with one temperature
-    fitted by maximum likelihood on the leave-one-out latent means (the
-    calibrated link; its arg-max equals ``predict``).
+    fitted by maximum likelihood on out-of-fold latent means from the
+    cross-validation folds (leave-one-out means when no fold is usable; see
+    ``temperature_source_``): the calibrated link, whose arg-max equals ``predict``.
 
     Parameters
     ----------
@@ -727,7 +731,8 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         return z - np.log(np.exp(z).sum(1, keepdims=True))
 
     def _fit_temperature(self, scores: np.ndarray, codes: np.ndarray) -> float:
-        """Maximum-likelihood inverse temperature on leave-one-out scores."""
+        """Maximum-likelihood inverse temperature of the softmax on held-out ``scores`` (out-of-fold or
+        leave-one-out latent means, never in-sample ones)."""
         idx = np.arange(codes.size)
 
         def nll(log_a):

@@ -33,7 +33,7 @@ def cross_validate(
     *,
     on_fold: Callable[[], None] | None = None,
     **grid,
-) -> tuple[dict, dict]:
+) -> tuple[dict, dict, float]:
     """Score every grid point on every fold and return the best.
 
     Parameters

@@ -108,8 +108,9 @@ def pivoted_cholesky(
     Each step picks the point with the largest residual diagonal
     :math:`d_i = K_{ii} - \lVert \Phi_{i:}\rVert^2`, computes one kernel column and
     appends :math:`(K_{:i} - \Phi \Phi_{i:}^\top)/\sqrt{d_i}`. Every pivot has
-    :math:`d_i \ge \operatorname{tr}(K - \Phi\Phi^\top)/n > ` ``tol``, so the factor is
-    well conditioned. The loop runs in NumPy on inputs centred once (squared distances by
+    :math:`d_i \ge \operatorname{tr}(K - \Phi\Phi^\top)/n > ` ``tol``, and above the
+    round-off level :math:`n\varepsilon` of the residual diagonal (which decides when
+    ``tol=0``), so the factor is well conditioned and its Nyström solves stay finite. The loop runs in NumPy on inputs centred once (squared distances by
     :math:`\lVert a\rVert^2 + \lVert b\rVert^2 - 2a^\top b` lose no precision far from
     the origin), one :math:`O(np + nk)` column per step.
 
@@ -137,10 +138,11 @@ def pivoted_cholesky(
     pivots = []
     total = float(n)
     trace = total
+    roundoff = n * np.finfo(np.float64).eps  # below this a residual diagonal is rounding noise
     k = 0
     while k < max_rank:
         i = int(np.argmax(d))
-        if trace <= tol * total or d[i] <= 0.0:
+        if trace <= tol * total or d[i] <= roundoff:
             break
         dist = np.maximum(sq + sq[i] - 2.0 * (Xc @ Xc[i]), 0.0)
         col = np.exp(scale * dist) - F[:k, i] @ F[:k]

@@ -184,7 +184,8 @@ class SubspaceResult:
     ----------
     coef : torch.Tensor of shape (r, m)
         :math:`v`, the feature coordinates of the basis functions
-        (:math:`W = U\Lambda^{-1/2} v`, :math:`KW = \Phi v`).
+        (:math:`KW = \Phi v`; with the thin SVD :math:`\Phi = U\Lambda^{1/2}V^\top`
+        the minimum-norm coefficients are :math:`W = U\Lambda^{-1/2}V^\top v`).
     eigenvalues : torch.Tensor of shape (m,)
         Leading generalised eigenvalues of :math:`(A_v + n\eta I)^{-1} C_v`, descending.
     ridge : float
