@@ -10,6 +10,7 @@ import torch
 import hdgp
 from hdgp.estimators._input_summary import HISTOGRAM_BINS
 from hdgp.estimators.oak import SMOOTH_START_LENGTHSCALE, SMOOTH_START_MIN_FEATURES, OAKRegressor
+from hdgp.estimators.oak_classifier import OAKClassifier
 
 
 def fanova_data(n=300, seed=0):
@@ -261,6 +262,29 @@ def test_an_array_after_a_dataframe_fit_holds_level_values_not_codes():
         est.predict(np.array([[0.1, 1.0]]))  # a code is not a level
 
 
+def test_an_object_array_with_text_cells_reads_like_a_table_of_columns_x0_x1():
+    """A ColumnTransformer without pandas output hands over an object array: its text columns are
+    categorical, its numeric ones continuous, the names x0, x1, ... as for any array."""
+    from sklearn.compose import make_column_transformer
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    _, a, c, y = _frame_data()
+    frame = pd.DataFrame({"a": a, "c": c})
+    as_table = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(frame.set_axis(["x0", "x1"], axis=1), y)
+    objects = frame.to_numpy(dtype=object)
+    est = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(objects, y)
+    assert est.categorical_features_ == [1] and not hasattr(est, "feature_names_in_")
+    assert set(est.sobol_indices_) == set(as_table.sobol_indices_) == {("x0",), ("x1",), ("x0", "x1")}
+    np.testing.assert_allclose(est.predict(objects), as_table.predict(frame.set_axis(["x0", "x1"], axis=1)),
+                               atol=1e-8)
+    with pytest.raises(ValueError, match=r"Column 'x1' has levels \['z'\] not seen during fit"):
+        est.predict(np.array([[0.1, "z"]], dtype=object))
+    pipe = make_pipeline(make_column_transformer((StandardScaler(), ["a"]), remainder="passthrough"),
+                         OAKRegressor(categorical_features=[1], max_order=2, max_iter=20, random_state=0))
+    assert pipe.fit(frame, y).predict(frame.iloc[:4]).shape == (4,)
+
+
 def test_text_columns_are_found_by_position_whatever_their_label_type():
     """Integer column labels: the category column used to be read as a continuous code."""
     _, a, c, y = _frame_data()
@@ -272,6 +296,13 @@ def test_text_columns_are_found_by_position_whatever_their_label_type():
     np.testing.assert_allclose(by_int.predict(new), by_str.predict(new.set_axis(["0", "1"], axis=1)), atol=1e-8)
     fig = by_int.plot_components([("1",)])
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["u", "v", "w"]
+
+
+@pytest.mark.parametrize("Estimator", [OAKRegressor, OAKClassifier])
+def test_duplicate_column_names_are_a_clear_error(Estimator):
+    frame = pd.DataFrame(np.random.default_rng(0).normal(size=(20, 3)), columns=["a", "a", "b"])
+    with pytest.raises(ValueError, match="Column names must be unique; 'a' appears more than once"):
+        Estimator(max_iter=2).fit(frame, np.arange(20) % 2)
 
 
 def test_missing_and_unused_categories_get_clear_errors():

@@ -43,6 +43,17 @@ SMOOTH_START_MIN_FEATURES = 21
 SMOOTH_START_LENGTHSCALE = 5.0
 
 
+def _holds_text(X) -> bool:
+    """Whether an array-like (not a DataFrame) has string cells."""
+    try:
+        arr = np.asarray(X)
+    except ValueError:  # ragged: validate_data reports it
+        return False
+    if arr.dtype.kind in "US":
+        return True
+    return arr.dtype.kind == "O" and any(isinstance(v, str) for v in arr.ravel())
+
+
 def _is_discrete_dtype(series: pd.Series) -> bool:
     return isinstance(series.dtype, pd.CategoricalDtype) or series.dtype == object or pd.api.types.is_string_dtype(series)
 
@@ -249,8 +260,15 @@ class OAKRegressor(BaseGPRegressor):
 
         An array given to a model fitted on such a DataFrame is read the same way, by
         position: its cells are level values (``"eu"``), not the codes, which are internal.
+        An array with text cells (the object array a ``ColumnTransformer`` returns) is read as
+        a table with columns x0, x1, ...: its text columns are categorical, the others numeric.
         """
         if not isinstance(X, pd.DataFrame):
+            if fit and np.ndim(X) == 2 and _holds_text(X):  # e.g. a ColumnTransformer's object array
+                X = np.asarray(X, dtype=object)
+                table = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
+                # back to an array: an array has no feature names, and predict reads arrays by position
+                return self._encode_frame(table.infer_objects(), fit=True).to_numpy(dtype=float)
             if fit:
                 self.frame_levels_, self.frame_columns_ = {}, None
                 return X
@@ -259,6 +277,10 @@ class OAKRegressor(BaseGPRegressor):
                 return X  # validate_data reports a shape mismatch
             # back to an array, so that scikit-learn still warns that the array has no feature names
             return self._encode_frame(pd.DataFrame(np.asarray(X, dtype=object), columns=columns), fit=False).to_numpy()
+        repeated = X.columns[X.columns.duplicated()].unique()
+        if len(repeated):
+            raise ValueError(f"Column names must be unique; {', '.join(map(repr, repeated))} "
+                             f"appear{'s' if len(repeated) == 1 else ''} more than once.")
         if fit:
             self.frame_columns_ = list(X.columns)
             self.frame_levels_ = {
@@ -494,9 +516,11 @@ class OAKRegressor(BaseGPRegressor):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
-            Only the columns in ``term`` matter.
+            All columns, checked as by ``predict`` (number, names, known levels); only the
+            values of the columns in ``term`` change the result, so the others can hold any
+            valid value (e.g. one training row repeated along a grid).
         term : int, str or tuple of them
-            Feature indices or names :math:`u` (OAK eq. 13).
+            Feature indices or names :math:`u` (OAK eq. 13); ``()`` is the order-0 constant component.
         """
         Xt = self._prepare_predict_inputs(X)
         mean, var = explain.component_posterior(self.posterior_, self._term(term), Xt)

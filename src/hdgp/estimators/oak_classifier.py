@@ -198,9 +198,11 @@ class OAKClassifier(GPClassifier):
         Parameters
         ----------
         X : array-like of shape (n_queries, n_features)
-            Only the columns in ``term`` matter.
+            All columns, checked as by ``predict`` (number, names, known levels); only the
+            values of the columns in ``term`` change the result, so the others can hold any
+            valid value (e.g. one training row repeated along a grid).
         term : int, str or tuple of them
-            Feature indices or names :math:`u`.
+            Feature indices or names :math:`u`; ``()`` is the order-0 constant component.
         class_label : optional
             The class whose latent function to explain: default the second of two classes
             (the first gets the negated components); required with more than two classes.
