@@ -16,9 +16,20 @@ def test_preset_name_must_be_a_string():
         hdgp.preset(3)
 
 
-def test_save_refuses_objects_that_are_not_estimators(tmp_path):
-    with pytest.raises(ModelFileError, match="stores fitted hdgp estimators; got a object"):
+def test_save_refuses_objects_that_are_not_hdgp_estimators(tmp_path):
+    from sklearn.linear_model import LinearRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    with pytest.raises(ModelFileError, match="stores fitted hdgp estimators; got a builtins.object"):
         hdgp.save(object(), tmp_path / "m.hdgp")
+    with pytest.raises(ModelFileError, match="got a sklearn.linear_model.*LinearRegression. Use joblib or pickle"):
+        hdgp.save(LinearRegression().fit(X, X[:, 0]), tmp_path / "m.hdgp")
+    pipe = make_pipeline(StandardScaler(), hdgp.preset("Linear", max_iter=5)).fit(X, X[:, 0])
+    with pytest.raises(ModelFileError, match=r"Pipeline. Save its final step \(pipe\[-1\]\)"):
+        hdgp.save(pipe, tmp_path / "m.hdgp")
+    assert not (tmp_path / "m.hdgp").exists()
+    hdgp.save(pipe[-1], tmp_path / "m.hdgp")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU-only message")

@@ -47,7 +47,8 @@ def test_dict_weights_and_bad_values(name):
     assert np.allclose(est.class_weight_, [1.0, 1000.0])
     assert np.mean(est.predict(X) == "b") > 0.8
     assert "class weights on the probabilities: a 1, b 1e+03" in hdgp.summary(est)
-    for bad, message in (("uniform", "class_weight"), ({"b": -1.0}, "positive")):
+    for bad, message in (("uniform", "class_weight"), ({"b": -1.0}, "positive"),
+                         ({"B": 2.0, "a": 1.0}, "class_weight names 'B', not a class of y; the classes are 'a', 'b'")):
         with pytest.raises(ValueError, match=message):
             FACTORIES[name](class_weight=bad).fit(X, y)
 

@@ -31,7 +31,8 @@ def class_weights(class_weight, classes: np.ndarray, y: np.ndarray) -> np.ndarra
     Parameters
     ----------
     class_weight : None, "balanced" or dict
-        As in scikit-learn; a dict maps class labels to weights (missing classes get 1).
+        As in scikit-learn; a dict maps class labels to weights (missing classes get 1;
+        a key that is not a class is an error).
     classes : ndarray of shape (n_classes,)
     y : ndarray of shape (n_samples,)
         Training labels (for ``"balanced"``).
@@ -40,6 +41,12 @@ def class_weights(class_weight, classes: np.ndarray, y: np.ndarray) -> np.ndarra
         return None
     if not (class_weight == "balanced" or isinstance(class_weight, dict)):
         raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {class_weight!r}.")
+    if isinstance(class_weight, dict):  # a misspelt label would otherwise just leave its class at weight 1
+        known = set(classes.tolist())
+        unknown = [k for k in class_weight if (k.item() if isinstance(k, np.generic) else k) not in known]
+        if unknown:
+            raise ValueError(f"class_weight names {', '.join(map(repr, unknown))}, not a class of y; "
+                             f"the classes are {', '.join(map(repr, classes.tolist()))}.")
     weights = compute_class_weight(class_weight, classes=classes, y=y)
     if not (np.all(np.isfinite(weights)) and np.all(weights > 0)):
         raise ValueError(f"class weights must be positive and finite, got {dict(zip(classes.tolist(), weights))}.")

@@ -149,8 +149,11 @@ def save(est, path, *, table=None, metadata=None) -> Path:
     if hasattr(est, "_to_model_file"):
         est, table, metadata = est._to_model_file()
     path = Path(path)
-    if not hasattr(est, "get_params") or not hasattr(est, "__dict__"):
-        raise ModelFileError(f"hdgp.save stores fitted hdgp estimators; got a {type(est).__name__}.")
+    if type(est).__module__.split(".")[0] != "hdgp" or not hasattr(est, "get_params"):
+        name = f"{type(est).__module__}.{type(est).__qualname__}"
+        hint = (" Save its final step (pipe[-1]) with hdgp.save, or the whole pipeline with joblib or pickle."
+                if hasattr(est, "steps") else " Use joblib or pickle for other objects.")
+        raise ModelFileError(f"hdgp.save stores fitted hdgp estimators; got a {name}.{hint}")
     if not any(k.endswith("_") and not k.startswith("__") for k in vars(est)):
         raise ModelFileError(f"{type(est).__name__} is not fitted yet; call fit before saving it.")
     slots = module_slots(est)
