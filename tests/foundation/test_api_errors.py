@@ -153,3 +153,23 @@ def test_exact_inference_too_large_for_memory_is_a_clear_error(monkeypatch):
         hdgp.GPRegressor(inference="exact").fit(X, y)
     with pytest.raises(RuntimeError, match="allocate"):  # other engines keep torch's error
         hdgp.GPRegressor(inference="sparse", n_inducing=10).fit(X, y)
+
+
+def test_dtype_accepts_numpy_and_torch_dtypes_of_the_two_names():
+    from hdgp.estimators._base import resolve_dtype
+
+    for given in ("float32", np.float32, np.dtype("float32"), torch.float32):
+        assert resolve_dtype(given) is torch.float32
+    assert resolve_dtype(np.float64) is resolve_dtype("float64") is torch.float64
+    for bad in (np.int64, None, "f32", 3):
+        with pytest.raises(ValueError, match=r"dtype must be one of \['float32', 'float64'\]"):
+            resolve_dtype(bad)
+    est = hdgp.preset("Linear", dtype=np.float32, max_iter=5).fit(X, X[:, 0])
+    assert est.predict(X).dtype == np.float32
+
+
+def test_a_user_kernel_for_another_number_of_features_is_named_at_fit():
+    import gpytorch
+
+    with pytest.raises(ValueError, match="kernel RBFKernel cannot be evaluated on the 3 input features: .*ard_num_dims"):
+        hdgp.GPRegressor(kernel=gpytorch.kernels.RBFKernel(ard_num_dims=5), max_iter=5).fit(X, X[:, 0])

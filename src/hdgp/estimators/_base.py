@@ -128,11 +128,15 @@ def _check_exact_memory(X: torch.Tensor) -> None:
 
 
 def resolve_dtype(dtype) -> torch.dtype:
-    """Map ``"float64"``/``"float32"`` (or a torch dtype) to a torch dtype."""
+    """Map ``"float64"``/``"float32"``, or the NumPy or torch dtype of that name, to a torch dtype."""
     if isinstance(dtype, torch.dtype) and dtype in _DTYPES.values():
         return dtype
-    if dtype in _DTYPES:
-        return _DTYPES[dtype]
+    try:
+        name = np.dtype(dtype).name if not isinstance(dtype, (str, torch.dtype)) and dtype is not None else dtype
+    except TypeError:
+        name = dtype
+    if isinstance(name, str) and name in _DTYPES:
+        return _DTYPES[name]
     raise ValueError(f"dtype must be one of {sorted(_DTYPES)}, got {dtype!r}.")
 
 
@@ -195,6 +199,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     device : None or str
         Torch device, e.g. ``"cuda"``; None uses the CPU.
     dtype : {"float64", "float32"}, default="float64"
+        Floating type of the computation (the NumPy or torch dtype of that name works too).
     verbose : bool, default=False
         Show a progress bar while training.
 
@@ -494,6 +499,17 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     def sample_y(self, X, n_samples: int = 1, random_state=0, *, latent: bool = False):
         """Draw joint samples from the posterior predictive at ``X``.
 
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+        n_samples : int, default=1
+            Number of joint draws.
+        random_state : int, RandomState or None, default=0
+            Seed of the draws; the default 0 gives the same draws at every call, as in
+            scikit-learn's ``GaussianProcessRegressor.sample_y`` (None: fresh draws).
+        latent : bool, default=False
+            Draw the latent function :math:`f` instead of :math:`y = f + \\varepsilon`.
+
         Returns
         -------
         samples : ndarray of shape (n_queries, n_samples)
@@ -502,7 +518,20 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         return sample_gaussian(mean, cov, n_samples, random_state)
 
     def log_predictive_density(self, X, y) -> np.ndarray:
-        """Per-point log predictive density :math:`\\log p(y_* \\mid x_*, D)` in the units of ``y``."""
+        """Per-point log predictive density :math:`\\log p(y_* \\mid x_*, D)` in the units of ``y``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+        y : array-like of shape (n_queries,)
+            Observed targets at ``X``.
+
+        Returns
+        -------
+        ndarray of shape (n_queries,)
+            :math:`\\log N(y_*; \\mu_*, \\sigma_*^2)` with the predictive mean and standard
+            deviation of ``predict(X, return_std=True)``; minus its mean is the NLPD.
+        """
         mean, std = self.predict(X, return_std=True)
         y = np.asarray(y, dtype=np.float64).reshape(-1)
         return -0.5 * np.log(2 * np.pi * std**2) - 0.5 * ((y - mean) / std) ** 2

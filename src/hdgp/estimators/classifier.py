@@ -109,6 +109,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, BaseEstimat
     device : None or str
         Torch device, e.g. ``"cuda"``; None uses the CPU.
     dtype : {"float64", "float32"}, default="float64"
+        Floating type of the computation (the NumPy or torch dtype of that name works too).
     verbose : bool, default=False
         Show a progress bar with the ELBO.
 

@@ -105,7 +105,16 @@ class GPRegressor(BaseGPRegressor):
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         if isinstance(self.kernel, str):
             return KERNELS[self.kernel.lower()](X)
-        return copy.deepcopy(self.kernel)
+        kernel = copy.deepcopy(self.kernel).to(X)
+        try:  # a user's kernel built for another number of features fails here, named, not deep in the fit
+            with torch.no_grad():
+                kernel(X[:2]).to_dense()
+        except (RuntimeError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"The kernel {type(kernel).__name__} cannot be evaluated on the {X.shape[1]} input features: "
+                f"{exc} Check its ard_num_dims / active_dims against the data."
+            ) from exc
+        return kernel
 
 
 register_preset("RBF-ARD", lambda **kw: GPRegressor(kernel="rbf-ard", **kw),
