@@ -44,10 +44,12 @@ SMOOTH_START_LENGTHSCALE = 5.0
 
 
 def _holds_text(X) -> bool:
-    """Whether an array-like (not a DataFrame) has string cells."""
+    """Whether a 2-D array-like (not a DataFrame) has string cells."""
     try:
         arr = np.asarray(X)
     except ValueError:  # ragged: validate_data reports it
+        return False
+    if arr.ndim != 2:
         return False
     if arr.dtype.kind in "US":
         return True
@@ -264,7 +266,7 @@ class OAKRegressor(BaseGPRegressor):
         a table with columns x0, x1, ...: its text columns are categorical, the others numeric.
         """
         if not isinstance(X, pd.DataFrame):
-            if fit and np.ndim(X) == 2 and _holds_text(X):  # e.g. a ColumnTransformer's object array
+            if fit and _holds_text(X):  # e.g. a ColumnTransformer's object array
                 X = np.asarray(X, dtype=object)
                 table = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
                 # back to an array: an array has no feature names, and predict reads arrays by position
