@@ -354,3 +354,16 @@ def test_verbose_shows_one_step_per_fold_and_the_final_fit(capsys):
     assert "SIGP out-of-fold means" in capsys.readouterr().err  # the temperature's held-out fits
     SIGPRegressor(**FIXED).fit(X, y)
     assert capsys.readouterr().err == ""
+
+
+def test_regressor_has_the_predictive_density_and_draws_of_the_other_regressors():
+    from scipy.stats import norm
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(80, 3))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=80)
+    est = SIGPRegressor(rank=1, lengthscale=2.0, eta=1e-3).fit(X, y)
+    mean, std = est.predict(X[:10], return_std=True)
+    np.testing.assert_allclose(est.log_predictive_density(X[:10], y[:10]), norm.logpdf(y[:10], mean, std), rtol=1e-10)
+    draws = est.sample_y(X[:5], n_samples=4000, random_state=1)
+    assert (np.abs(draws.mean(1) - mean[:5]) < 5 * std[:5] / np.sqrt(4000)).all()  # 5 standard errors

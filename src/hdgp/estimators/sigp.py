@@ -57,7 +57,8 @@ from ..presets import register_preset
 from ..sigp.cv import cross_validate, out_of_fold_means
 from ..sigp.model import fit_one
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
-from ._base import _is_int, atomic_fit, sample_gaussian
+from ._base import _is_int, atomic_fit
+from ._predictive import PredictiveDistribution
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from ._repr import LearnedRepr
 from ._variance_scale import VarianceScaling
@@ -349,7 +350,7 @@ class _SIGPBase(LearnedRepr, BaseEstimator):
             return self.model_.predict(self._standardise(X, fit=False), **options)
 
 
-class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
+class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SIGPBase):
     r"""Subspace-induced Gaussian-process regression (Tan & Mukherjee).
 
     Parameters
@@ -575,11 +576,6 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, _SIGPBase):
         if return_cov:
             return mean, var * self.y_scale_**2
         return mean, np.sqrt(var) * self.y_scale_  # the std's scale apart: y_scale_**2 may underflow
-
-    def sample_y(self, X, n_samples: int = 1, random_state=0, *, latent: bool = False):
-        """Joint samples from the posterior predictive at ``X``, shape (t, n_samples)."""
-        mean, cov = self.predict(X, return_cov=True, latent=latent)
-        return sample_gaussian(mean, cov, n_samples, random_state)
 
 
 class SIGPClassifier(ClassifierMixin, _SIGPBase):
