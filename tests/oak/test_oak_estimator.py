@@ -391,3 +391,10 @@ def test_component_histogram_is_a_density_in_original_units():
     widths = np.diff(edges)
     assert widths.max() > 2 * widths.min()  # the flow made the bins unequal
     assert np.sum(density * widths) == pytest.approx(120)
+
+
+def test_an_identifier_like_categorical_column_warns():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=30), "id": [f"row{i}" for i in range(30)]})
+    with pytest.warns(hdgp.exceptions.HDGPWarning, match="'id' has 30 levels in 30 rows"):
+        OAKRegressor(max_order=1, max_iter=2).fit(frame, frame["a"] ** 2)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -12,6 +13,7 @@ from gpytorch.priors import GammaPrior
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
+from ..exceptions import HDGPWarning
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
@@ -352,6 +354,12 @@ class OAKRegressor(BaseGPRegressor):
                 )
             if j in binary and len(levels) != 2:
                 raise ValueError(f"Column {labels[j]!r} is declared binary but has {len(levels)} distinct values.")
+            if j in categorical and len(levels) > 2 and len(levels) > 0.5 * X.shape[0]:
+                warnings.warn(
+                    f"Categorical column {labels[j]!r} has {len(levels)} levels in {X.shape[0]} rows (an identifier?): "
+                    "its component can only memorise training rows, and its Sobol index says little. Drop it, or "
+                    "treat it as continuous if its values are ordered.",
+                    HDGPWarning, stacklevel=8)  # the user's fit (through atomic_fit and the input checks)
             self.levels_[j] = levels
         self.two_point_values_ = {}
         for j in sorted(two_point):
