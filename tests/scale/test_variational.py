@@ -196,3 +196,25 @@ def test_gp_regressor_with_variational_inference():
     assert np.sqrt(np.mean((mean - truth) ** 2)) < 0.3
     assert np.all(std > 0)
     assert np.isfinite(est.log_marginal_likelihood_value_)
+
+
+def test_regressors_pass_batch_size_to_the_minibatch_loop(monkeypatch):
+    """batch_size reaches the SVGP loop, capped at n; None keeps the loop's default; bad values are refused."""
+    from hdgp.inference import variational
+
+    seen = []
+    real = variational.fit_svgp
+
+    def spy(model, X, y, *, batch_size=None, **kwargs):
+        seen.append(batch_size)
+        return real(model, X, y, batch_size=batch_size, **kwargs)
+
+    monkeypatch.setattr(variational, "fit_svgp", spy)
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 2))
+    y = X[:, 0] + 0.1 * rng.standard_normal(60)
+    for given, expected in ((16, 16), (500, 60), (None, None)):
+        GPRegressor(inference="variational", n_inducing=10, batch_size=given, max_iter=3, random_state=0).fit(X, y)
+        assert seen[-1] == expected
+    with pytest.raises(ValueError, match="batch_size must be None or a positive integer"):
+        GPRegressor(inference="variational", batch_size=0).fit(X, y)

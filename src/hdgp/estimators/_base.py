@@ -54,6 +54,7 @@ SUBSET_INIT_ROWS = 500
 COMMON_PARAMS = dict(
     inference="auto",
     n_inducing=512,
+    batch_size=None,
     noise_lower_bound=1e-4,
     noise_prior=None,
     optimizer="lbfgs",
@@ -176,6 +177,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     n_inducing : int, default=512
         Number of inducing points for sparse/variational engines (at most the number
         of training rows is used, as in the classifiers).
+    batch_size : int or None, default=None
+        Minibatch size of the variational engine (None: ``min(1024, n)``; larger values
+        are capped at ``n``); other engines use every row.
     noise_lower_bound : float, default=1e-4
         Lower bound on the noise variance of the *standardised* target.
     noise_prior : None, "smoothed-box" or gpytorch.priors.Prior
@@ -278,6 +282,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                              "projected models (ProjectedAdditiveGPRegressor, e.g. hdgp.preset('DPA-GP-ARD-SKI')).")
         if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
+        batch_size = getattr(self, "batch_size", None)  # a model saved before batch_size existed has none
+        if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
+            raise ValueError(f"batch_size must be None or a positive integer, got {batch_size!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 
@@ -428,8 +435,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
         """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit."""
         if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
-            return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_,
-                                   verbose=self.verbose)
+            batch_size = getattr(self, "batch_size", None)
+            return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_, verbose=self.verbose,
+                                   batch_size=None if batch_size is None else min(batch_size, Xt.shape[0]))
         return fit_hyperparameters(model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
                                    n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
                                    desc=desc or "fitting hyperparameters")

@@ -74,13 +74,14 @@ class AdditiveGPRegressor(BaseGPRegressor):
     (2,)
     """
 
-    def __init__(self, max_order=None, *, inference="auto", n_inducing=512,
+    def __init__(self, max_order=None, *, inference="auto", n_inducing=512, batch_size=None,
                  noise_lower_bound=COMMON_PARAMS["noise_lower_bound"], noise_prior=None,
                  optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False, random_state=None, device=None,
                  dtype="float64", verbose=False):
         self.max_order = max_order
         self.inference = inference
         self.n_inducing = n_inducing
+        self.batch_size = batch_size
         self.noise_lower_bound = noise_lower_bound
         self.noise_prior = noise_prior
         self.optimizer = optimizer

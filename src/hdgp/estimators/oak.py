@@ -199,9 +199,10 @@ class OAKRegressor(BaseGPRegressor):
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
-                 inference="auto", n_inducing=512, noise_lower_bound=COMMON_PARAMS["noise_lower_bound"],
-                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False,
-                 random_state=None, device=None, dtype="float64", verbose=False):
+                 inference="auto", n_inducing=512, batch_size=None,
+                 noise_lower_bound=COMMON_PARAMS["noise_lower_bound"], noise_prior=None, optimizer="lbfgs",
+                 max_iter=None, n_restarts=0, warm_start=False, random_state=None, device=None, dtype="float64",
+                 verbose=False):
         self.max_order = max_order
         self.measure = measure
         self.gmm_components = gmm_components
@@ -215,6 +216,7 @@ class OAKRegressor(BaseGPRegressor):
         self.max_sobol_terms = max_sobol_terms
         self.inference = inference
         self.n_inducing = n_inducing
+        self.batch_size = batch_size
         self.noise_lower_bound = noise_lower_bound
         self.noise_prior = noise_prior
         self.optimizer = optimizer

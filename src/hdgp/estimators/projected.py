@@ -109,9 +109,9 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     _supports_ski = True
 
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
-                 grid_size=512, ski_options=None, inference="auto", n_inducing=512, noise_lower_bound=1e-4,
-                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False, random_state=None,
-                 device=None, dtype="float64", verbose=False):
+                 grid_size=512, ski_options=None, inference="auto", n_inducing=512, batch_size=None,
+                 noise_lower_bound=1e-4, noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0,
+                 warm_start=False, random_state=None, device=None, dtype="float64", verbose=False):
         self.n_projections = n_projections
         self.degree = degree
         self.directions = directions
@@ -121,6 +121,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         self.ski_options = ski_options
         self.inference = inference
         self.n_inducing = n_inducing
+        self.batch_size = batch_size
         self.noise_lower_bound = noise_lower_bound
         self.noise_prior = noise_prior
         self.optimizer = optimizer
