@@ -472,3 +472,14 @@ def test_symmetric_toeplitz_eigh_matches_dense_eigh(m):
         torch.testing.assert_close(values, torch.linalg.eigvalsh(T).flip(0), rtol=0, atol=1e-12)
         torch.testing.assert_close(T @ vectors, vectors * values, rtol=0, atol=1e-12)
         torch.testing.assert_close(vectors.T @ vectors, torch.eye(m, dtype=torch.float64), rtol=0, atol=1e-12)
+
+
+def test_float32_preconditioner_failure_suggests_float64():
+    """noise 1e-4 against an output scale of 20 is beyond float32's Cholesky of the preconditioner."""
+    X, y = _data(1000)
+    k = _kernel().float()
+    k.outputscale = 20.0
+    ski = SKIProjectedGPModel(k).float()
+    ski.likelihood.noise = 1e-4
+    with pytest.raises(NotPositiveDefiniteError, match="use dtype='float64'"):
+        ski.posterior(X.float(), y.float())

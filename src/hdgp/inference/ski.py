@@ -563,9 +563,11 @@ def _preconditioner_cholesky(A: torch.Tensor) -> torch.Tensor:
     """
     L, info = torch.linalg.cholesky_ex(A)
     if info.any():
+        hint = (" In float32 this happens already at a small noise against the output scale: use dtype='float64'."
+                if A.dtype == torch.float32 else "")
         raise NotPositiveDefiniteError(
             "The SKI preconditioner is not numerically positive definite at these hyper-parameters "
-            "(an extreme output scale or noise)."
+            f"(an extreme output scale or noise).{hint}"
         )
     return L
 
