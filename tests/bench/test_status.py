@@ -46,9 +46,10 @@ def test_status_and_dry_run_commands_run_nothing(tiny_protocol, protocol_file, t
     assert "Failed (1): " in result.output and "optimizer" in result.output and "Broken/bach/split 0/seed 0" in result.output
     result = runner.invoke(bench, ["run", path, "--db", db, "--dry-run", "--retry-failed", "--workers", "0"])
     assert result.exit_code == 0, result.output
-    assert "Would run 5 task(s)" in result.output and "unknown (no task of these cells is done yet)" in result.output
+    assert "Would run 5 task(s); from the stored times" in result.output and "for 2 of them" in result.output
+    assert "3 in cells with no finished task have no estimate" in result.output
     result = runner.invoke(bench, ["run", path, "--db", db, "--dry-run", "--models", "Linear", "--workers", "2"])
-    assert "Would run 2 task(s)" in result.output and "with 2 workers" in result.output
+    assert "Would run 2 task(s)" in result.output and "with 2 workers)." in result.output
     assert "6 tasks: 1 done, 1 failed, 4 missing." in runner.invoke(bench, ["status", path, "--db", db]).output  # ran nothing
 
 

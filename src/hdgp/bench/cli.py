@@ -65,10 +65,6 @@ def _integers(splits, seeds) -> tuple[list[int], list[int]]:
         raise click.BadParameter(f"splits and seeds must be integers ({exc}).") from None
 
 
-def _minutes(seconds: float) -> str:
-    return "unknown (no task of these cells is done yet)" if seconds != seconds else f"{seconds / 60:.1f} min"
-
-
 def _echo_status(frame, dry_run: bool, workers: int) -> None:
     """Print the per-cell table of :func:`hdgp.bench.status.status_table` and what is left to do."""
     from .status import status_table
@@ -89,10 +85,15 @@ def _echo_status(frame, dry_run: bool, workers: int) -> None:
     if dry_run:
         to_run = frame[frame["to_run"]]
         known = to_run["estimate"].notna()
-        total = float(to_run["estimate"].sum()) if known.all() else float("nan")
-        click.echo(f"Would run {len(to_run)} task(s); from the stored times of the same cells about "
-                   f"{_minutes(total)} of task time" + (f", {_minutes(total / workers)} with {workers} workers"
-                                                        if workers > 1 and total == total else "") + ".")
+        line = f"Would run {len(to_run)} task(s)"
+        if known.any():
+            total = float(to_run.loc[known, "estimate"].sum())
+            line += (f"; from the stored times of the same cells about {total / 60:.1f} min of task time"
+                     + (f" ({total / 60 / workers:.1f} min with {workers} workers)" if workers > 1 else "")
+                     + (f" for {int(known.sum())} of them" if not known.all() else ""))
+        if not known.all():
+            line += f"; {int((~known).sum())} in cells with no finished task have no estimate"
+        click.echo(line + ".")
 
 
 @bench.command("run")
