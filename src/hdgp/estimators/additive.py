@@ -52,7 +52,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
     inference : {"auto", "exact", "sparse", "variational"}, default="auto"
         See :class:`~hdgp.estimators._base.BaseGPRegressor`. SKI (``"ski"``) exists only for
         projected models (:class:`~hdgp.estimators.projected.ProjectedAdditiveGPRegressor`).
-    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
+    n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Attributes

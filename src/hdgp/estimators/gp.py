@@ -60,7 +60,7 @@ class GPRegressor(BaseGPRegressor):
         ``"imq-ard"`` (σ² (1 + ‖(x−x')/ℓ‖²)^(−½)), ``"gam"`` (σ² Σ_i exp(−(x_i−x'_i)²/2ℓ_i²)),
         ``"linear"`` (v·xᵀx', Bayesian linear regression), or any GPyTorch kernel
         on the standardised inputs (copied into ``kernel_``, never modified).
-    inference, n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
+    inference, n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Examples

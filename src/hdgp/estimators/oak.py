@@ -152,7 +152,7 @@ class OAKRegressor(BaseGPRegressor):
         component variances use the whole :math:`q(f(Z))`
         (:func:`hdgp.explain.component_posterior`). Inducing points start at k-means
         centres whose binary and categorical columns take observed level codes.
-    n_inducing, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
+    n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
     Attributes
