@@ -279,7 +279,8 @@ def fit_constant_mean(P: torch.Tensor, y: torch.Tensor, *, min_noise: float = 1e
 
     For centred :math:`P` (:math:`\mathbf 1^\top P = 0`) write :math:`P = QR` with
     orthonormal :math:`Q` (n×k, k = rank P), :math:`r = y - \bar y\mathbf 1`,
-    :math:`z = Q^\top r` and :math:`e^2 = \lVert r\rVert^2 - \lVert z\rVert^2`. In the
+    :math:`z = Q^\top r` and :math:`e^2 = \lVert r - Qz\rVert^2` (formed explicitly:
+    :math:`\lVert r\rVert^2 - \lVert z\rVert^2` cancels when the noise is small). In the
     coordinates :math:`z` the model is :math:`z \sim N(0, S + \sigma^2 I_k)` with
     :math:`S = R\Sigma_\beta R^\top` free (positive semi-definite), the other
     :math:`n - k` directions are pure noise, and :math:`\mathbf 1` carries no
@@ -342,7 +343,7 @@ def fit_constant_mean(P: torch.Tensor, y: torch.Tensor, *, min_noise: float = 1e
     U, s, Vh = U[:, keep], s[keep], Vh[keep]
     z = U.T @ r
     z2 = float(z @ z)
-    e2 = max(r2 - z2, 0.0)
+    e2 = float((r - U @ z).square().sum())  # not r2 - z2, which cancels when the noise is small
     log2pi = math.log(2.0 * math.pi)
     beta = P.new_zeros(m)
     post_sqrt = P.new_zeros(m, m)
