@@ -173,3 +173,19 @@ def test_a_user_kernel_for_another_number_of_features_is_named_at_fit():
 
     with pytest.raises(ValueError, match="kernel RBFKernel cannot be evaluated on the 3 input features: .*ard_num_dims"):
         hdgp.GPRegressor(kernel=gpytorch.kernels.RBFKernel(ard_num_dims=5), max_iter=5).fit(X, X[:, 0])
+
+
+def test_a_pickle_from_another_hdgp_version_warns(monkeypatch):
+    import pickle
+    import re
+    import warnings
+
+    data = pickle.dumps(hdgp.preset("Linear", max_iter=5).fit(X, X[:, 0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", hdgp.exceptions.HDGPWarning)
+        pickle.loads(data)  # same version: silent
+    written = hdgp.__version__
+    monkeypatch.setattr(hdgp, "__version__", "99.0")
+    with pytest.warns(hdgp.exceptions.HDGPWarning, match=rf"pickled by hdgp {re.escape(written)} and is unpickled by hdgp 99\.0"):
+        restored = pickle.loads(data)
+    assert restored.predict(X[:3]).shape == (3,)

@@ -27,6 +27,7 @@ from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
+from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
 from ._repr import LearnedRepr
 from ._variance_scale import VarianceScaling
@@ -155,7 +156,7 @@ def resolve_device(device) -> torch.device:
 
 
 class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceScaling, PredictiveDistribution,
-                      BaseEstimator):
+                      VersionedPickle, BaseEstimator):
     r"""Exact GP regression :math:`y = c + f(x) + \varepsilon` with a family-specific kernel.
 
     Inputs are transformed by :meth:`_transform_inputs` (column standardisation

@@ -40,6 +40,7 @@ from ..inference.variational import SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
+from ._pickle_version import VersionedPickle
 from ._repr import LearnedRepr
 from .gp import KERNELS
 
@@ -65,7 +66,7 @@ def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
     return 0.5 * torch.special.erfc(-mean / torch.sqrt(2.0 * (1.0 + var)))
 
 
-class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, BaseEstimator):
+class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPickle, BaseEstimator):
     r"""Gaussian-process classifier with a probit likelihood and sparse variational inference.
 
     Parameters

@@ -58,6 +58,7 @@ from ..sigp.cv import cross_validate, out_of_fold_means
 from ..sigp.model import fit_one
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
 from ._base import _is_int, atomic_fit
+from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from ._repr import LearnedRepr
@@ -155,7 +156,7 @@ def _is_real(value) -> bool:
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
 
 
-class _SIGPBase(LearnedRepr, BaseEstimator):
+class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
     """Shared fitting machinery of the SIGP estimators (not public)."""
 
     def _check_common(self, n: int) -> None:
