@@ -230,6 +230,8 @@ _PRESETS = {
                         n_projections=None, degree=[(4, 1), (4, 2), (4, 3)], directions="random", ard=False),
     "RPA-GP-3": _preset("Gaussian random projections of degrees 3x1, 3x2, 3x3, 2x4, 2x5, 1x6 (needs d >= 6).",
                         n_projections=None, degree=_RPA3, directions="random", ard=False),
+    "RPA-GP-SKI": _preset("RPA-GP-1 with additive SKI inference (512-point grid per projection).",
+                          n_projections=20, directions="random", ard=False, inference="ski"),
     "DPA-GP": _preset("20 1-D diverse directions (eq. 7), per-projection length-scales and weights.",
                       n_projections=20, directions="diverse", ard=False),
     "RPA-GP-ARD": _preset("20 1-D Gaussian random projections after learned ARD input scaling, weights 1/J.",
