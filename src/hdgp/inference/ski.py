@@ -216,8 +216,9 @@ class _DenseSKIMatrix(torch.autograd.Function):
         \\frac{\\partial}{\\partial\\,\\mathrm{col}_j[l]} = c_j \\sum_{|g - g'| = l} (B_j)_{gg'},\\qquad
         \\frac{\\partial}{\\partial w_{ik}} = 2 c_j\\,(P_j^\\top T_j)_{i,\\,\\mathrm{index}_{ik}},
 
-    all sparse products and gathers: no (n, n, ·) intermediate and no scatter into an (n, m) array,
-    which made autograd through the forward's gathers 4x slower.
+    all sparse products and gathers: no (n, n, ·) intermediate and no scatter into an (n, m) array
+    (autograd through gathers took 0.88 s per evaluation at n = 800, J = 20, m = 512, against
+    0.24 s; *ad hoc*).
     """
 
     @staticmethod
@@ -704,7 +705,6 @@ class SKIProjectedGPModel(GaussianNoiseModel):
             warnings.simplefilter("ignore", LinearOperatorNumericalWarning)
             quad, logdet = Ky.inv_quad_logdet(inv_quad_rhs=(y - self.constant).unsqueeze(-1), logdet=True)
         return 0.5 * (quad + logdet + n * math.log(2 * math.pi))
-
 
     def _warn_if_preconditioner_capped(self, op, h, n: int) -> None:
         """Warn when the fitted hyperparameters wanted more preconditioner columns than the cap allows:
