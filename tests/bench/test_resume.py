@@ -40,9 +40,12 @@ def test_killed_run_resumes_with_only_the_missing_tasks(tiny_protocol, protocol_
         proc.wait()
     with ResultStore(db) as store:
         before = store.frame("tiny").set_index(["model", "split"])
+        killed_run = store.runs("tiny").iloc[-1]
     n_before = len(before)
     assert 2 <= n_before < 10, "the kill must land mid-run"
     assert (before.status == "done").all()
+    # the killed run's record counts what it wrote (reports list it among the runs that made rows)
+    assert killed_run.done == n_before and killed_run.planned == 10 and killed_run.finished_at is None
     summary = run_protocol(path, workers=0, db=db, progress=False)
     assert summary.skipped == n_before
     assert summary.done == 10 - n_before and summary.failed == 0
