@@ -508,8 +508,6 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         return mean
 
 
-
-
 def _is_int(value) -> bool:
     """An integer, not a bool (``True`` is an ``Integral`` to Python, never a count to a user)."""
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)

@@ -78,9 +78,9 @@ class GPRegressor(BaseGPRegressor):
     Delbridge, Bindel & Wilson (2020), Table 2 (RBF-ARD, IMQ-ARD, GAM baselines).
     """
 
-    def __init__(self, kernel="rbf-ard", *, inference="auto", n_inducing=512, batch_size=None, noise_lower_bound=1e-4,
-                 noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False,
-                 random_state=None, device=None, dtype="float64", verbose=False):
+    def __init__(self, kernel="rbf-ard", *, inference="auto", n_inducing=512, batch_size=None,
+                 noise_lower_bound=1e-4, noise_prior=None, optimizer="lbfgs", max_iter=None, n_restarts=0,
+                 warm_start=False, random_state=None, device=None, dtype="float64", verbose=False):
         self.kernel = kernel
         self.inference = inference
         self.n_inducing = n_inducing

@@ -711,7 +711,8 @@ class SKIProjectedGPModel(GaussianNoiseModel):
         the training objective was then a biased, noisier estimate (see :func:`_preconditioner_column_cap`)."""
         if self.preconditioner_rank != "auto" or n <= _DENSE_MAX_N:
             return
-        wanted, cap = int(_spectral_ranks(h, op.coef, self.noise, n, self.grid_size).sum()), _preconditioner_column_cap(n)
+        wanted = int(_spectral_ranks(h, op.coef, self.noise, n, self.grid_size).sum())
+        cap = _preconditioner_column_cap(n)
         if wanted > cap:
             warnings.warn(
                 f"At the fitted hyperparameters SKI's preconditioner needed {wanted} columns and kept {cap}, the "
