@@ -283,9 +283,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                              "projected models (ProjectedAdditiveGPRegressor, e.g. hdgp.preset('DPA-GP-ARD-SKI')).")
         if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
-        batch_size = getattr(self, "batch_size", None)  # a model saved before batch_size existed has none
-        if batch_size is not None and (not _is_int(batch_size) or batch_size < 1):
-            raise ValueError(f"batch_size must be None or a positive integer, got {batch_size!r}.")
+        if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
+            raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 
@@ -436,9 +435,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
         """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit."""
         if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
-            batch_size = getattr(self, "batch_size", None)
+            batch_size = None if self.batch_size is None else min(self.batch_size, Xt.shape[0])
             return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_, verbose=self.verbose,
-                                   batch_size=None if batch_size is None else min(batch_size, Xt.shape[0]))
+                                   batch_size=batch_size)
         return fit_hyperparameters(model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
                                    n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
                                    desc=desc or "fitting hyperparameters")
