@@ -238,16 +238,22 @@ def plot_truncation_curve(curve: dict, *, metric: str = "rmse", ax=None):
     Parameters
     ----------
     curve : dict
-        Output of :meth:`OAKRegressor.truncation_curve`.
+        Output of :meth:`OAKRegressor.truncation_curve` or :meth:`OAKClassifier.truncation_curve`.
+    metric : str, default="rmse"
+        The key of ``curve`` drawn in red (``"rmse"``; ``"auc"``, ``"accuracy"`` or ``"log_loss"``
+        for a classifier).
     """
     plt = _pyplot()
     if ax is None:
         fig, ax = plt.subplots(figsize=(5, 3.5))
     else:
         fig = ax.figure
-    ax.plot(curve["n_terms"], curve[metric], "r-", label=f"test {metric.upper()}")
+    if metric not in curve:
+        raise ValueError(f"The curve has no {metric!r}; it has {sorted(k for k in curve if k != 'n_terms')}.")
+    label = "test " + metric.replace("_", " ").upper()
+    ax.plot(curve["n_terms"], curve[metric], "r-", label=label)
     ax.set_xlabel("number of terms (ranked by Sobol index)")
-    ax.set_ylabel(f"test {metric.upper()}", color="r")
+    ax.set_ylabel(label, color="r")
     twin = ax.twinx()
     twin.plot(curve["n_terms"], curve["cumulative_sobol"], "g--", label="cumulative Sobol")
     twin.set_ylabel("cumulative normalised Sobol", color="g")

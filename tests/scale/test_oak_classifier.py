@@ -216,3 +216,103 @@ def test_oak_parameters_are_validated_in_the_classifier_too(params, match):
         OAKClassifier(**params).fit(X, np.arange(20) % 2)
     with pytest.raises(ValueError, match=match):
         hdgp.OAKRegressor(**params).fit(X, X[:, 0])
+
+
+# ---------------------------------------------------------------- truncation (OAK Fig. 5, bottom row)
+def _probit(z):
+    from scipy.stats import norm
+
+    return norm.cdf(z)
+
+
+def test_truncated_probabilities_drop_exactly_the_left_out_components(latent_fit):
+    """Keeping only ("a",) leaves the latent mean minus every other non-constant component,
+    with the full latent variance: P(class 1) = Φ(m_T / sqrt(1 + s²))."""
+    import itertools
+
+    clf, frame, _ = latent_fit
+    X = frame.iloc[:25]
+    mean, std = clf.predict_latent(X, return_std=True)
+    dropped = sum(clf.predict_component(X, u) for r in range(1, 5) for u in itertools.combinations(range(4), r)
+                  if u != (0,))
+    expected = _probit((mean - dropped) / np.sqrt(1 + std ** 2))
+    np.testing.assert_allclose(clf.predict_proba_truncated(X, terms=["a"])[:, 1], expected, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(clf.predict_truncated(X, terms=[("a",)]),
+                                  clf.classes_[(expected > 0.5).astype(int)])
+    # every term kept: the full model
+    np.testing.assert_allclose(clf.predict_proba_truncated(X, terms=clf.sobol_[0].terms), clf.predict_proba(X),
+                               rtol=1e-10, atol=1e-13)
+
+
+def test_components_are_the_shortest_ranked_prefix_reaching_the_threshold(latent_fit):
+    clf, _, _ = latent_fit
+    values = clf.sobol_[0].values.numpy()
+    k = len(clf.components_)
+    assert clf.components_ == clf.sobol_[0].terms[:k]
+    assert values[:k].sum() >= clf.sobol_threshold - 1e-12 > values[:k - 1].sum()
+    frame, y = _interaction_data()
+    loose = OAKClassifier(max_order=4, n_inducing=30, max_iter=60, sobol_threshold=0.5, random_state=0).fit(frame, y)
+    assert loose.components_ == [(0,)]  # the label follows 2a: a alone carries half the latent variance
+
+
+def test_truncation_curve_ends_at_the_full_models_scores(latent_fit):
+    """With every ranked term added the curve's last point is the full model scored by scikit-learn."""
+    from sklearn.metrics import log_loss, roc_auc_score
+
+    clf, frame, y = latent_fit
+    X, y = frame.iloc[100:], y[100:]
+    n_terms = len(clf.sobol_[0].terms)  # 15 terms of orders 1..4 of 4 features
+    curve = clf.truncation_curve(X, y, max_terms=100)
+    assert list(curve["n_terms"]) == list(range(1, n_terms + 1))
+    proba = clf.predict_proba(X)
+    assert curve["auc"][-1] == pytest.approx(roc_auc_score(y, proba[:, 1]), abs=1e-12)
+    assert curve["accuracy"][-1] == pytest.approx(clf.score(X, y), abs=1e-12)
+    assert curve["log_loss"][-1] == pytest.approx(log_loss(y, proba), rel=1e-10)
+    np.testing.assert_allclose(curve["cumulative_sobol"], np.cumsum(clf.sobol_[0].values.numpy()))
+    # the first point is the model truncated to the top-ranked term
+    first = clf.predict_proba_truncated(X, terms=clf.sobol_[0].terms[:1])
+    assert curve["auc"][0] == pytest.approx(roc_auc_score(y, first[:, 1]), abs=1e-12)
+    assert len(clf.truncation_curve(X, y, max_terms=3)["auc"]) == 3
+
+
+def test_multiclass_truncation_keeps_each_classes_own_ranking(tmp_path):
+    from sklearn.metrics import roc_auc_score
+
+    from hdgp.plotting import plot_truncation_curve
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((150, 3))
+    y = np.array(["low", "mid", "high"])[np.digitize(X[:, 0] + 0.5 * X[:, 1], [-0.5, 0.5])]
+    clf = OAKClassifier(max_order=2, n_inducing=15, max_iter=40, random_state=0).fit(X[:100], y[:100])
+    assert len(clf.components_) == 3 and all(isinstance(c, list) for c in clf.components_)
+    curve = clf.truncation_curve(X[100:], y[100:], max_terms=6)
+    assert curve["cumulative_sobol_by_class"].shape == (3, 6)
+    np.testing.assert_allclose(curve["cumulative_sobol"], curve["cumulative_sobol_by_class"].mean(axis=0))
+    # step 2 keeps each class's own top two terms: its latent mean minus its other components,
+    # probit of each with the full latent variance, normalised over the classes (one-vs-rest)
+    mean, std = clf.predict_latent(X[100:], return_std=True)
+    all_terms = [(i,) for i in range(3)] + [(i, j) for i in range(3) for j in range(i + 1, 3)]
+    columns = []
+    for k, label in enumerate(clf.classes_):
+        dropped = sum(clf.predict_component(X[100:], u, class_label=label) for u in all_terms
+                      if u not in clf.sobol_[k].terms[:2])
+        columns.append(_probit((mean[:, k] - dropped) / np.sqrt(1 + std[:, k] ** 2)))
+    manual = np.column_stack(columns)
+    manual /= manual.sum(axis=1, keepdims=True)
+    assert curve["auc"][1] == pytest.approx(roc_auc_score(y[100:], manual, multi_class="ovr", labels=clf.classes_),
+                                            abs=1e-12)
+    plot_truncation_curve(curve, metric="auc").savefig(tmp_path / "curve.png")
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda clf, X, y: clf.truncation_curve(X, np.where(y == 1, 7, y)), "not classes of the fitted model"),
+    (lambda clf, X, y: clf.truncation_curve(X, np.ones_like(y)), "at least two classes"),
+    (lambda clf, X, y: clf.truncation_curve(X, y, max_terms=0), "max_terms must be a positive integer"),
+    (lambda clf, X, y: clf.truncation_curve(X, y[:-1]), "rows but y has"),
+    (lambda clf, X, y: clf.predict_proba_truncated(X, terms=["a", ("a",)]), "more than once"),
+    (lambda clf, X, y: clf.predict_truncated(X, terms=["e"]), "e"),
+])
+def test_truncation_rejects_bad_input(latent_fit, call, match):
+    clf, frame, y = latent_fit
+    with pytest.raises(ValueError, match=match):
+        call(clf, frame.iloc[:30], y[:30])

@@ -128,6 +128,19 @@ def test_classifier_file_round_trip_gives_identical_probabilities(tmp_path):
     assert next(iter(back.estimator.sobol_indices_)) == ("a",)  # the latent function is mostly 2.5·a
 
 
+def test_binary_oak_report_draws_the_held_out_auc_of_truncated_models(tmp_path):
+    """OAK Fig. 5 (bottom row) in the report: the held-out AUC as ranked terms are added."""
+    from hdgp.workflow.report import write_report
+
+    tm = _quiet_fit(FRAME, "answer", model="oak", params=FAST_OAKC)
+    html = write_report(tm, tmp_path / "report").read_text()
+    assert "the AUC of the model truncated to the top terms" in html
+    holdout = tm.metadata["holdout"]
+    X = pd.DataFrame(holdout["X"], columns=tm.schema.encoded_names)
+    curve = tm.estimator.truncation_curve(X, holdout["y"])
+    assert curve["auc"][-1] == pytest.approx(tm.metadata["metrics"]["roc_auc"], abs=1e-9)
+
+
 def test_auto_selects_the_lowest_validation_log_loss():
     tm = _quiet_fit(FRAME, "answer", params={**FAST_GPC, **FAST_OAKC, **FIXED_SIGPC})
     rows = {r["model"]: r for r in tm.metadata["selection"]}
@@ -302,6 +315,7 @@ def test_multiclass_oak_is_explained_class_by_class(tmp_path):
         assert f"top Sobol terms, class {label} vs rest: " in tm.summary()
     components = sorted(p.name for p in (tmp_path / "report").glob("component_*.png"))
     assert 3 <= len(components) <= 12 and (tmp_path / "report" / "cumulative_sobol.png").exists()
+    assert "the AUC (one-vs-rest, averaged over the classes" in html  # the truncation curve on the held-out rows
     from hdgp.workflow.classification import classifier_candidates
 
     assert classifier_candidates(80, 3)[0] == "OAK-classifier" and "OAK-classifier" not in classifier_candidates(1500, 3)

@@ -165,7 +165,8 @@ def plot_convergence_in_j(results: pd.DataFrame, comparison: pd.DataFrame, proto
 
 
 def plot_cumulative_sobol(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path) -> list[Path]:
-    """OAK Fig. 5: test RMSE and cumulative Sobol share against the number of ranked terms (split 0 of each set)."""
+    """OAK Fig. 5: test RMSE (regression) or AUC (classification) and cumulative Sobol share against the
+    number of ranked terms (the first split of each set)."""
     curves = []
     for row in results[results["status"] == "done"].itertuples():
         extras = getattr(row, "extras", None)
@@ -180,9 +181,10 @@ def plot_cumulative_sobol(results: pd.DataFrame, comparison: pd.DataFrame, proto
     plt = _pyplot()
     fig, axes = plt.subplots(1, len(first), figsize=(3.4 * len(first), 3.0), squeeze=False)
     for ax, ((dataset, model), curve) in zip(axes[0], sorted(first.items())):
-        ax.plot(curve["n_terms"], curve["rmse"], "-", color="C3", label="test RMSE")
+        metric = "rmse" if "rmse" in curve else "auc"
+        ax.plot(curve["n_terms"], curve[metric], "-", color="C3", label=f"test {metric.upper()}")
         ax.set_xlabel("number of terms (ranked by Sobol index)")
-        ax.set_ylabel("test RMSE", color="C3")
+        ax.set_ylabel(f"test {metric.upper()}", color="C3")
         twin = ax.twinx()
         total = curve["cumulative_sobol"][-1] if curve["cumulative_sobol"] else 1.0
         twin.plot(curve["n_terms"], np.asarray(curve["cumulative_sobol"]) / (total or 1.0), "--", color="C2")

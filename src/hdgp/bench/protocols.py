@@ -477,8 +477,11 @@ _SIGP = Protocol(
            "The 'balanced' rows are the same models with class_weight='balanced': the fitted probabilities are "
            "reweighted by n / (2 n_k) (Bayes' rule for equal class frequencies) before the arg-max, the fit "
            "itself unchanged. The paper does not say how it set its decision threshold; on german every method "
-           "of its table has F1 0.61-0.63, which our unweighted rules reach only when balanced."),
-    plots=("f1",),
+           "of its table has F1 0.61-0.63, which our unweighted rules reach only when balanced. "
+           "cumulative_sobol.png is the OAK paper's Fig. 5 (bottom row) on these sets: the test AUC of "
+           "OAK-classifier truncated to its top terms by Sobol index, on the first split."),
+    plots=("f1", "cumulative-sobol"),
+    extras=("truncation-curve",),
 )
 
 _ALL = Protocol(

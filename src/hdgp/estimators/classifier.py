@@ -319,7 +319,10 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         -------
         proba : ndarray of shape (n_queries, n_classes)
         """
-        latent = self._latent(X)
+        return self._proba(self._latent(X))
+
+    def _proba(self, latent) -> np.ndarray:
+        """Class probabilities from the (mean, variance) of each binary problem's latent function."""
         if len(latent) == 1:  # binary: Phi(-z) for the first class, not 1 - Phi(z), which is 0 from z = 8.3 on
             (m, v), = latent
             probs = np.column_stack([probit_predictive(-m, v).cpu().numpy(), probit_predictive(m, v).cpu().numpy()])

@@ -19,10 +19,13 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
+from .._threads import thread_budget
 from ..presets import register_preset
+from ._base import _is_int
 from ._input_summary import summarize_inputs
 from .classifier import GPClassifier
 from .oak import OAKRegressor
@@ -46,6 +49,9 @@ class OAKClassifier(GPClassifier):
         for classification (:data:`DEFAULT_MAX_ORDER`).
     measure, gmm_components, flow, log_transform, clip_inputs, categorical_features, binary_features, order_variance_prior, max_sobol_terms
         Input handling and kernel as in :class:`~hdgp.estimators.oak.OAKRegressor`.
+    sobol_threshold : float, default=0.99
+        Cumulative normalised Sobol mass of each latent function kept in ``components_``
+        (OAK appendix H step 3).
     n_inducing : int, default=200
         Inducing points per binary problem (the paper's choice for N > 200).
     inference, batch_size, optimizer, max_iter, lr, ngd_lr, learn_inducing, class_weight, random_state, device, dtype, verbose
@@ -60,6 +66,9 @@ class OAKClassifier(GPClassifier):
         decreasingly; a list with one dict per class when there are more than two classes.
     sobol_order_ : ndarray of shape (R,) or (n_classes, R)
         Normalised Sobol mass of each interaction order 1..R.
+    components_ : list of tuple of int, or list of such lists
+        Highest-ranked terms (feature indices) of the latent function reaching
+        ``sobol_threshold``; one list per class when there are more than two classes.
     encoder_ : OAKRegressor
         Unfitted-model holder of the fitted input transformation (flow, levels, measures).
     input_summary_ : dict
@@ -85,7 +94,7 @@ class OAKClassifier(GPClassifier):
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True, log_transform="auto",
                  clip_inputs=False, categorical_features=None, binary_features="auto", order_variance_prior=True,
-                 max_sobol_terms=100_000, inference="variational", n_inducing=200, batch_size=None,
+                 sobol_threshold=0.99, max_sobol_terms=100_000, inference="variational", n_inducing=200, batch_size=None,
                  optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
                  random_state=None, device=None, dtype="float64", verbose=False):
         self.max_order = max_order
@@ -97,6 +106,7 @@ class OAKClassifier(GPClassifier):
         self.categorical_features = categorical_features
         self.binary_features = binary_features
         self.order_variance_prior = order_variance_prior
+        self.sobol_threshold = sobol_threshold
         self.max_sobol_terms = max_sobol_terms
         self.inference = inference
         self.n_inducing = n_inducing
@@ -117,7 +127,8 @@ class OAKClassifier(GPClassifier):
         return OAKRegressor(max_order=self.max_order, measure=self.measure, gmm_components=self.gmm_components,
                             flow=self.flow, log_transform=self.log_transform, clip_inputs=self.clip_inputs,
                             categorical_features=self.categorical_features, binary_features=self.binary_features,
-                            order_variance_prior=self.order_variance_prior, max_sobol_terms=self.max_sobol_terms,
+                            order_variance_prior=self.order_variance_prior, sobol_threshold=self.sobol_threshold,
+                            max_sobol_terms=self.max_sobol_terms,
                             random_state=self.random_state)
 
     def _validate_kernel(self) -> None:
@@ -159,8 +170,10 @@ class OAKClassifier(GPClassifier):
             self.sobol_.append(result)
             indices.append({tuple(names[i] for i in u): float(v) for u, v in zip(result.terms, result.values)})
         orders = np.stack([r.by_order.cpu().numpy() for r in self.sobol_])
+        components = [explain.select_terms(result, self.sobol_threshold) for result in self.sobol_]
         self.sobol_indices_ = indices[0] if len(indices) == 1 else indices
         self.sobol_order_ = orders[0] if len(indices) == 1 else orders
+        self.components_ = components[0] if len(indices) == 1 else components
 
     # -------------------------------------------------------- explanations
     def _problem(self, class_label) -> tuple[int, float]:
@@ -215,6 +228,104 @@ class OAKClassifier(GPClassifier):
         mean = sign * mean.cpu().numpy()
         return (mean, np.sqrt(var.cpu().numpy())) if return_std else mean
 
+    def _terms_by_problem(self, terms) -> list:
+        """The terms each binary problem keeps: ``components_`` (each its own), or the given ones for all."""
+        check_is_fitted(self, "posteriors_")
+        if terms is None:
+            return [self.components_] if len(self.posteriors_) == 1 else list(self.components_)
+        terms = [self._term(t) for t in terms]
+        if len(set(terms)) < len(terms):
+            raise ValueError("terms lists a term more than once; each term enters the latent mean once.")
+        return [terms] * len(self.posteriors_)
+
+    def predict_proba_truncated(self, X, terms=None) -> np.ndarray:
+        r"""Class probabilities of the model truncated to ``terms`` (OAK appendix H step 5).
+
+        Each latent mean keeps the constant and the given components only,
+        :math:`m_T = c + m_\varnothing + \sum_{u \in T} m_u`; the probabilities are
+        :math:`\Phi(m_T / \sqrt{1 + s^2})` with the full latent variance :math:`s^2`
+        (the truncation drops components of the mean, and with every term this is
+        :meth:`predict_proba`), normalised and reweighted as there.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+        terms : list of terms, optional
+            Feature indices or names, as in :meth:`predict_component`, kept in every
+            latent function. Default: ``components_`` (each class its own with more than
+            two classes).
+
+        Returns
+        -------
+        proba : ndarray of shape (n_queries, n_classes)
+        """
+        by_problem = self._terms_by_problem(terms)
+        Xt = self._standardise(self._check_X(X), fit=False)
+        with thread_budget(Xt.shape[0]):
+            latent = [(explain.truncated_mean(post, kept, Xt), post.predict(Xt, latent=True)[1])
+                      for post, kept in zip(self.posteriors_, by_problem)]
+        return self._proba(latent)
+
+    def predict_truncated(self, X, terms=None) -> np.ndarray:
+        """Most probable class of the truncated model (:meth:`predict_proba_truncated`)."""
+        return self.classes_[np.argmax(self.predict_proba_truncated(X, terms), axis=1)]
+
+    def truncation_curve(self, X, y, max_terms: int = 50) -> dict:
+        """Test AUC, accuracy and log-loss as ranked terms are added (OAK Figs. 5–6, bottom row).
+
+        Step :math:`j` keeps the top :math:`j` terms of each latent function by its own
+        Sobol ranking (:meth:`predict_proba_truncated`). With more than two classes the
+        AUC is the macro one-vs-rest average.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_queries, n_features)
+        y : array-like of shape (n_queries,)
+            True labels, all among ``classes_`` and at least two distinct ones (for the AUC).
+        max_terms : int, default=50
+
+        Returns
+        -------
+        dict with ``n_terms``, ``cumulative_sobol`` (averaged over the classes' latent
+        functions when there are more than two), ``auc``, ``accuracy`` and ``log_loss``
+        arrays (length ≤ ``max_terms``); with more than two classes also
+        ``cumulative_sobol_by_class`` of shape (n_classes, n_steps).
+        """
+        check_is_fitted(self, "posteriors_")
+        if not _is_int(max_terms) or max_terms < 1:
+            raise ValueError(f"max_terms must be a positive integer, got {max_terms!r}.")
+        y = np.asarray(y).reshape(-1)
+        unknown = np.unique(y[~np.isin(y, self.classes_)])
+        if len(unknown):
+            raise ValueError(f"y holds labels that are not classes of the fitted model: {unknown[:5].tolist()}; "
+                             f"the classes are {self.classes_.tolist()}.")
+        if len(np.unique(y)) < 2:
+            raise ValueError("truncation_curve needs labels of at least two classes in y (the AUC is undefined "
+                             "with one).")
+        Xt = self._standardise(self._check_X(X), fit=False)
+        if len(y) != Xt.shape[0]:
+            raise ValueError(f"X has {Xt.shape[0]} rows but y has {len(y)}.")
+        n_steps = min(int(max_terms), max(len(r.terms) for r in self.sobol_))
+        curve = {"auc": [], "accuracy": [], "log_loss": []}
+        with thread_budget(Xt.shape[0]):
+            running = [explain.truncated_mean(post, [], Xt) for post in self.posteriors_]
+            variances = [post.predict(Xt, latent=True)[1] for post in self.posteriors_]
+            for step in range(n_steps):
+                for k, (post, result) in enumerate(zip(self.posteriors_, self.sobol_)):
+                    if step < len(result.terms):
+                        running[k] = running[k] + explain.component_mean(post, result.terms[step], Xt)
+                proba = self._proba(list(zip(running, variances)))
+                curve["auc"].append(roc_auc_score(y == self.classes_[1], proba[:, 1]) if proba.shape[1] == 2
+                                    else roc_auc_score(y, proba, multi_class="ovr", labels=self.classes_))
+                curve["accuracy"].append(float(np.mean(self.classes_[np.argmax(proba, axis=1)] == y)))
+                curve["log_loss"].append(log_loss(y, proba, labels=self.classes_))
+        sobol = np.stack([np.cumsum(_padded(r.values.cpu().numpy(), n_steps)) for r in self.sobol_])
+        out = {"n_terms": np.arange(1, n_steps + 1), "cumulative_sobol": sobol.mean(axis=0),
+               **{k: np.asarray(v, dtype=float) for k, v in curve.items()}}
+        if len(self.sobol_) > 1:
+            out["cumulative_sobol_by_class"] = sobol
+        return out
+
     def plot_components(self, terms=None, *, class_label=None, **kwargs):
         """Plot latent components (default: the top first- and second-order terms by Sobol index).
 
@@ -223,6 +334,11 @@ class OAKClassifier(GPClassifier):
         from ..plotting import plot_components
 
         return plot_components(self, terms, class_label=class_label, **kwargs)
+
+
+def _padded(values: np.ndarray, length: int) -> np.ndarray:
+    """The first ``length`` values, padded with zeros (a latent function with fewer terms adds nothing)."""
+    return np.concatenate([values[:length], np.zeros(max(0, length - len(values)))])
 
 
 register_preset("OAK-classifier", lambda **kw: OAKClassifier(**kw),

@@ -143,14 +143,29 @@ def _explained(est) -> list[_Explained]:
     return []
 
 
-def _cumulative_figure(tm, holdout):
+def _has_truncation_curve(tm) -> bool:
+    """Whether the report draws the held-out truncation curve (a model refitted on all rows has seen them)."""
+    holdout = tm.metadata.get("holdout")
+    return (hasattr(tm.estimator, "truncation_curve") and not tm.metadata.get("refit_all")
+            and holdout is not None and len(holdout["y"]) > 0
+            and (tm.task != "classification" or len(np.unique(holdout["y"])) > 1))
+
+
+def _truncated_metric(tm) -> str:
+    if tm.task != "classification":
+        return "RMSE"
+    return "AUC" if len(tm.schema.classes) == 2 else "AUC (one-vs-rest, averaged over the classes; green: the classes' mean)"
+
+
+def _cumulative_figure(tm):
     from ..plotting import plot_truncation_curve
 
     est = tm.estimator
-    if holdout is not None and len(holdout["y"]) and hasattr(est, "truncation_curve"):
+    if _has_truncation_curve(tm):
+        holdout = tm.metadata["holdout"]
         X = pd.DataFrame(np.asarray(holdout["X"]), columns=tm.schema.encoded_names)
-        curve = est.truncation_curve(X, holdout["y"], max_terms=min(50, len(est.sobol_.terms)))
-        return plot_truncation_curve(curve), curve
+        curve = est.truncation_curve(X, holdout["y"], max_terms=50)
+        return plot_truncation_curve(curve, metric="auc" if tm.task == "classification" else "rmse")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     explained = _explained(est)
@@ -164,7 +179,7 @@ def _cumulative_figure(tm, holdout):
     ax.set_xlabel("number of terms (ranked by Sobol index)")
     ax.set_ylabel("cumulative normalised Sobol")
     ax.set_ylim(0, 1.05)
-    return fig, None
+    return fig
 
 
 # ------------------------------------------------------------------ content
@@ -309,10 +324,10 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                          "Two-feature components with a discrete feature show one curve per level.</p>")
         parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
-                     "<figcaption>Cumulative Sobol index (green; one curve per class against the rest for more "
-                     "than two classes)"
-                     + (" and, with held-out rows, the RMSE of the model truncated to the top terms (red)"
-                        if hasattr(est, "truncation_curve") and not tm.metadata.get("refit_all") else "")
+                     "<figcaption>Cumulative Sobol index (green)"
+                     + (f" and, with held-out rows, the {_truncated_metric(tm)} of the model truncated to the top "
+                        "terms (red)" if _has_truncation_curve(tm) else
+                        "; one curve per class against the rest for more than two classes")
                      + ".</figcaption></figure>")
     else:
         parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
@@ -339,9 +354,7 @@ def _figures(tm, top: int) -> dict:
             k += 1
             figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), entry.class_code))
     if explained:
-        # a model refitted on all rows has seen the held-out ones: no truncation curve on them
-        fig, _ = _cumulative_figure(tm, None if meta.get("refit_all") else holdout)
-        figures["cumulative_sobol.png"] = _png(fig)
+        figures["cumulative_sobol.png"] = _png(_cumulative_figure(tm))
     return figures
 
 
