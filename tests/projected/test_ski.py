@@ -9,6 +9,7 @@ from gpytorch.kernels import ScaleKernel
 from hdgp.exceptions import NotPositiveDefiniteError
 from hdgp.exceptions import ConvergenceWarning
 from hdgp.inference.ski import (
+    _EIGEN_FLOOR,
     _PRECONDITIONER_GRAM_FLOPS,
     _PRECONDITIONER_MAX_COLUMNS,
     SKIProjectedGPModel,
@@ -355,6 +356,11 @@ def test_ski_variances_keep_only_the_eigenpairs_that_matter_and_match_dense_ski(
         op, (u0, h) = ski.operator(X)
         m = op.col.shape[-1]
         T = op.col[:, (torch.arange(m)[:, None] - torch.arange(m)).abs()]
+        # the kept counts: eigenvalues of the dense T_j (LAPACK, not the Toeplitz solver) with
+        # c_j lambda above 1e-8 noise variances and lambda above the relative floor
+        evals = torch.linalg.eigvalsh(T)
+        wanted = (evals > _EIGEN_FLOOR * evals[:, -1:]) & (op.coef[:, None] * evals > 1e-8 * ski.noise)
+        assert torch.equal(ranks, wanted.sum(-1))
 
         def dense_w(Z):
             index, weight = cubic_interpolation(ski.kernel.base_kernel.project(Z).T, u0, h)

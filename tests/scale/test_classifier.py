@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
+from scipy.stats import norm
 from sklearn.datasets import load_breast_cancer, load_iris
 from sklearn.metrics import roc_auc_score
 from sklearn.model_selection import train_test_split
@@ -32,6 +33,25 @@ def test_probit_predictive_matches_monte_carlo():
     f = mean + var.sqrt() * torch.randn(200_000, 4, generator=gen, dtype=torch.float64)
     mc = torch.special.ndtr(f).mean(0)
     torch.testing.assert_close(probit_predictive(mean, var), mc, rtol=0, atol=5e-3)
+    # and the closed form itself, to the last digits (R&W eq. 3.82)
+    exact = torch.as_tensor(norm.cdf((mean / torch.sqrt(1 + var)).numpy()))
+    torch.testing.assert_close(probit_predictive(mean, var), exact, rtol=1e-12, atol=0)
+
+
+def test_probabilities_are_the_probit_of_the_latent_posterior():
+    """predict_proba from predict_latent: Φ(m / sqrt(1 + s²)) for two classes (the first class the
+    upper tail), and one-vs-rest the same per class, normalised over the classes."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((90, 2))
+    binary = GPClassifier(n_inducing=15, max_iter=60, random_state=0).fit(X, X[:, 0] + 0.3 * X[:, 1] > 0)
+    m, s = binary.predict_latent(X, return_std=True)
+    z = m / np.sqrt(1 + s**2)
+    np.testing.assert_allclose(binary.predict_proba(X), np.column_stack([norm.sf(z), norm.cdf(z)]), rtol=1e-10)
+    labels = np.digitize(X[:, 0], [-0.5, 0.5])
+    ovr = GPClassifier(n_inducing=15, max_iter=60, random_state=0).fit(X, labels)
+    m, s = ovr.predict_latent(X, return_std=True)
+    p = norm.cdf(m / np.sqrt(1 + s**2))
+    np.testing.assert_allclose(ovr.predict_proba(X), p / p.sum(axis=1, keepdims=True), rtol=1e-10)
 
 
 def test_breast_cancer_auc():

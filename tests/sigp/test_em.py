@@ -160,3 +160,33 @@ def test_closed_form_without_signal_and_bad_input():
     assert math.isclose(res.objective[0], _log_lik(P, y, res.sigma_beta, res.noise), rel_tol=1e-10)
     with pytest.raises(ValueError, match="centred"):
         fit_constant_mean(P + 1.0, y)
+
+
+@pytest.mark.parametrize("excess", [-0.5, 0.5])
+def test_closed_form_either_side_of_the_boundary_is_the_dense_likelihood_maximum(excess):
+    """r = a q1 + b q_perp with q1 in the span of P: the random part is switched on exactly when
+    (n - 1)||z||^2 > e^2. Just inside (b^2 = (n - 1.5) a^2) S is rank one; just outside
+    (b^2 = (n - 0.5) a^2) S = 0 and sigma^2 = ||r||^2 / n. Either way the objective is the dense
+    Gaussian log-density of y under N(c, P Sigma_beta P^T + sigma^2 I)."""
+    from scipy.stats import multivariate_normal
+
+    n, m, a = 40, 3, 2.0
+    g = torch.Generator().manual_seed(5)
+    P = torch.randn(n, m, generator=g, dtype=torch.float64)
+    P = P - P.mean(0)
+    basis, _ = torch.linalg.qr(torch.cat([torch.ones(n, 1, dtype=torch.float64), P], 1))
+    q1 = basis[:, 1]  # in span(P), orthogonal to the constant
+    q_perp = torch.linalg.qr(torch.cat([basis, torch.randn(n, 1, generator=g, dtype=torch.float64)], 1))[0][:, -1]
+    b = a * math.sqrt(n - 1 + excess)
+    y = 3.0 + a * q1 + b * q_perp
+    res = fit_constant_mean(P, y, min_noise=0.0)
+    cov = P @ res.sigma_beta @ P.T + res.noise * torch.eye(n, dtype=torch.float64)
+    dense = multivariate_normal(mean=torch.full((n,), float(res.theta[0])).numpy(), cov=cov.numpy()).logpdf(y.numpy())
+    assert res.objective[-1] == pytest.approx(dense, rel=1e-12)
+    assert torch.linalg.eigvalsh(res.sigma_beta).min() >= -1e-12  # never a negative "covariance"
+    if excess > 0:
+        assert torch.count_nonzero(res.sigma_beta) == 0 and torch.count_nonzero(res.beta) == 0
+        assert res.noise == pytest.approx(float((y - y.mean()).square().sum()) / n, rel=1e-12)
+    else:
+        assert torch.linalg.matrix_rank(res.sigma_beta) == 1
+        assert res.noise == pytest.approx(b**2 / (n - 1), rel=1e-10)

@@ -389,6 +389,23 @@ def test_large_exact_posterior_is_saved_without_its_factor(tmp_path, monkeypatch
     assert est.posterior_.L is not None  # saving never modifies the estimator
 
 
+def test_recomputed_factor_keeps_the_jitter_the_fit_needed(tmp_path, monkeypatch):
+    """A fit that escalated jitter factorised K + σ²I + jI: the reloaded factor must add the same j."""
+    from hdgp.io import compact
+
+    est = _fit("Additive")
+    post = est.posterior_
+    with torch.no_grad():
+        Ky = post.kernel(post.X).to_dense().clone()
+        Ky.diagonal().add_(post.noise + 1e-3)
+        post.jitter, post.L = 1e-3, torch.linalg.cholesky(Ky)  # as if the fit had needed j = 1e-3
+    monkeypatch.setattr(compact, "MAX_STORED_FACTOR", 10)
+    back = hdgp.load(hdgp.save(est, tmp_path / "jittered.hdgp"))
+    assert back.posterior_.jitter == 1e-3
+    torch.testing.assert_close(back.posterior_.L, post.L, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(back.predict(XT, return_std=True)[1], est.predict(XT, return_std=True)[1], rtol=1e-10)
+
+
 @pytest.mark.parametrize("inference", ["sparse", "variational"])
 def test_inducing_point_model_file_keeps_no_training_rows(tmp_path, inference):
     """Sparse/variational fits predict from their inducing points: the file must not grow with n,
