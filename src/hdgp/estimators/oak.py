@@ -110,12 +110,13 @@ class OAKRegressor(BaseGPRegressor):
         Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
         otherwise standardise them.
     log_transform : {"auto", True, False, "shifted"}, default="auto"
-        Passed to the flow: log of skewed features (``"auto"``: :math:`\log x` if
-        positive, else :math:`\log(x - x_{\min} + c)` with the least skewed start
-        :math:`c`), or the OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature
-        (``"shifted"``, meant for inputs in their natural units). Below the training minimum either
-        log continues as its tangent line, so a test value under the training range
-        (a zero in a feature that was positive in training) is warped, not refused.
+        Passed to the flow: log of skewed features (``"auto"``: for a right tail :math:`\log x`
+        if positive and that removes the skew, else :math:`\log(x - x_{\min} + c)` with the
+        least skewed start :math:`c`; for a left tail :math:`-\log(x_{\max} - x + c)`), or the
+        OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature (``"shifted"``, meant for
+        inputs in their natural units); see :class:`~hdgp.flows.SinhArcsinhFlow`. Beyond the
+        training range on the log's side every log continues as its tangent line, so a test value
+        there (a zero in a feature that was positive in training) is warped, not refused.
     clip_inputs : bool, default=False
         At prediction, clip every continuous feature to the range seen in ``fit``
         (``input_min_``, ``input_max_``) before the flow, as the OAK authors' UCI
@@ -139,7 +140,9 @@ class OAKRegressor(BaseGPRegressor):
     order_variance_prior : bool, default=True
         Use the Gamma(1, 0.2) prior on :math:`\sigma_r^2` (MAP) as in the paper.
     sobol_threshold : float, default=0.99
-        Cumulative normalised Sobol mass kept in ``components_`` (appendix H step 3).
+        Cumulative normalised Sobol mass kept in ``components_``: the shortest prefix of the
+        ranking that reaches it. (OAK appendix H step 3 instead drops each term whose own index
+        is below 0.01; the two differ when many small terms add up.)
     max_sobol_terms : int, default=100000
         Cap on the number of terms whose individual Sobol index is computed.
     inference : {"auto", "exact", "sparse", "variational"}, default="auto"
@@ -532,7 +535,9 @@ class OAKRegressor(BaseGPRegressor):
             values of the columns in ``term`` change the result, so the others can hold any
             valid value (e.g. one training row repeated along a grid).
         term : int, str or tuple of them
-            Feature indices or names :math:`u` (OAK eq. 13); ``()`` is the order-0 constant component.
+            Feature indices or names :math:`u` (OAK eq. 13). ``()`` is the order-0 term
+            :math:`\sigma_0^2 \mathbf 1^\top\alpha` of the kernel, without the fitted constant mean
+            and the target's mean (which the fit usually absorbs it into, leaving it near 0).
         """
         Xt = self._prepare_predict_inputs(X)
         mean, var = explain.component_posterior(self.posterior_, self._term(term), Xt)

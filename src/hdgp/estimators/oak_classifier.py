@@ -51,7 +51,7 @@ class OAKClassifier(GPClassifier):
         Input handling and kernel as in :class:`~hdgp.estimators.oak.OAKRegressor`.
     sobol_threshold : float, default=0.99
         Cumulative normalised Sobol mass of each latent function kept in ``components_``
-        (OAK appendix H step 3).
+        (as in :class:`~hdgp.estimators.oak.OAKRegressor`).
     n_inducing : int, default=200
         Inducing points per binary problem (the paper's choice for N > 200).
     inference, batch_size, optimizer, max_iter, lr, ngd_lr, learn_inducing, class_weight, random_state, device, dtype, verbose
@@ -215,7 +215,8 @@ class OAKClassifier(GPClassifier):
             values of the columns in ``term`` change the result, so the others can hold any
             valid value (e.g. one training row repeated along a grid).
         term : int, str or tuple of them
-            Feature indices or names :math:`u`; ``()`` is the order-0 constant component.
+            Feature indices or names :math:`u`; ``()`` is the order-0 term of the kernel, without
+            the fitted constant mean (see :meth:`OAKRegressor.predict_component`).
         class_label : optional
             The class whose latent function to explain: default the second of two classes
             (the first gets the negated components); required with more than two classes.
