@@ -292,8 +292,27 @@ def test_estimator_errors_name_classes_by_label():
     stratified cross-validation: the error names the class as the table does, not by its code."""
     frame = FRAME.copy()
     frame.loc[[0, 1], "answer"] = "rare"
-    with pytest.raises(ValueError, match="class 'rare' has 1"):
+    with pytest.raises(TableError, match=r"class 'rare' has 1 \(1 held out for testing\)\. Use --test-size 0"):
         _quiet_fit(frame, "answer", model="sigp")
+    # under --model auto the failed candidate's error names the class too
+    tm = _quiet_fit(frame, "answer", params={**FAST_GPC, **FAST_OAKC})
+    failed = next(r for r in tm.metadata["selection"] if r["model"] == "SIGP-classifier")
+    assert "class 'rare' has 1" in failed["error"]
+
+
+def test_multiclass_gp_classifier_reports_each_classes_length_scales(tmp_path):
+    from hdgp.workflow.report import report_data, write_report
+
+    frame = FRAME.assign(answer=np.select([SCORE < -1, SCORE < 1], ["low", "mid"], "high"))
+    tm = _quiet_fit(frame, "answer", model="rbf-ard", params=FAST_GPC)
+    learned = report_data(tm)["learned"]
+    assert "lengthscales" not in learned and list(learned["lengthscales_by_class"]) == ["high", "low", "mid"]
+    for label, scales in learned["lengthscales_by_class"].items():
+        model = tm.estimator.models_[tm.schema.classes.index(label)]
+        assert sorted(scales.values()) == pytest.approx(sorted(model.kernel.lengthscale.detach().reshape(-1).tolist()))
+    assert "length-scales, class mid vs rest: " in tm.summary()
+    html = write_report(tm, tmp_path / "report").read_text()
+    assert "latent function of class low against the other classes" in html
 
 
 def test_multiclass_oak_is_explained_class_by_class(tmp_path):

@@ -143,6 +143,10 @@ def test_categorical_csv_with_oak(files, regions_fit, diabetes_fit):
     ("a,b,y\n1,2,3\n", ["-t", "y"], "The table has 1 complete data row"),
     ("state,y\n" + "".join(f"s{i},{i}\n" for i in range(60)), ["-t", "y"],
      "Drop it with --drop state, or declare it categorical with --categorical state"),
+    ("a,b,y\n1,2,3\n4,?,5\n" + "1,2,3\n" * 10, ["-t", "y"], r"read them as missing values with --na-values '\?'"),
+    ("a;b;y\n1;2;3\n4;5;6\n", ["-t", "y"], "separated by semicolons. Give the separator with --sep ';'"),
+    ("a,y\n" + "".join(f"{i * 0.37:.2f},{i % 7}\n" for i in range(60)), ["-t", "y", "--categorical", "a"],
+     r"'a' was declared categorical, but holds 60 distinct values in 60 rows.*remove --categorical a"),
 ])
 def test_bad_csv_gives_clear_message_and_no_file(tmp_path, content, args, message):
     (tmp_path / "bad.csv").write_text(content)
@@ -151,6 +155,26 @@ def test_bad_csv_gives_clear_message_and_no_file(tmp_path, content, args, messag
     assert re.search(message, result.output), result.output
     assert "Traceback" not in result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
+
+
+def test_separator_and_missing_markers_are_read_as_given(tmp_path):
+    """--sep ';' and --na-values '?' on fit and predict: a semicolon file with '?' for a missing cell
+    fits (with --drop-missing), and predict reads another semicolon file row for row."""
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.normal(size=40), "b": rng.normal(size=40)})
+    frame["y"] = frame["a"] - frame["b"]
+    text = frame.astype(object)
+    text.loc[3, "b"] = "?"
+    text.to_csv(tmp_path / "semi.csv", sep=";", index=False)
+    args = ("--sep", ";", "--na-values", "?")
+    result = _run("fit", tmp_path / "semi.csv", "-t", "y", "-m", "rbf-ard", "--drop-missing", *args,
+                  "-p", "max_iter=30", "-o", tmp_path / "m.hdgp", "--quiet")
+    assert result.exit_code == 0, result.output
+    frame.drop(columns="y").to_csv(tmp_path / "new.csv", sep=";", index=False)
+    result = _run("predict", tmp_path / "m.hdgp", tmp_path / "new.csv", "--sep", ";", "-o", tmp_path / "p.csv")
+    assert result.exit_code == 0, result.output
+    pred = pd.read_csv(tmp_path / "p.csv")
+    assert len(pred) == 40 and np.corrcoef(pred["mean"], frame["y"])[0, 1] > 0.95
 
 
 def test_seed_out_of_range_is_a_usage_error_naming_the_option(tmp_path):

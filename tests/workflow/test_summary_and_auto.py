@@ -219,8 +219,20 @@ def test_summary_of_an_unfitted_estimator_says_so(name):
 def test_flat_length_scales_are_marked():
     from hdgp.workflow.summary import format_lengthscale
 
-    assert format_lengthscale(0.73) == "0.73" and format_lengthscale(6.03e16) == "6.03e+16 (flat)"
+    assert format_lengthscale(0.73) == "0.73" and format_lengthscale(6.03e16, flat=True) == "6.03e+16 (flat)"
     est = hdgp.preset("RBF-ARD", random_state=0, max_iter=50).fit(FRAME[["alpha", "noise_col"]], FRAME["y"])
-    scales = learned_quantities(est)["lengthscales"]
-    flat = [k for k, v in scales.items() if v >= 100]
-    assert all(f"{k}={format_lengthscale(scales[k])}" in repr(est) for k in scales) and "alpha" not in flat
+    q = learned_quantities(est)
+    scales, flat = q["lengthscales"], q["flat_features"]
+    assert all(f"{k}={format_lengthscale(scales[k], k in flat)}" in repr(est) for k in scales) and "alpha" not in flat
+
+
+def test_a_weak_linear_trend_is_not_called_flat():
+    """y = 0.5 u + 0.1 v: an RBF kernel fits the trends with long length-scales under a large signal
+    variance, so v's length-scale is long but the function is not flat along v; w is irrelevant."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 3))
+    y = 0.5 * X[:, 0] + 0.1 * X[:, 1] + 0.01 * rng.standard_normal(200)
+    est = hdgp.preset("RBF-ARD", random_state=0).fit(X, y)
+    q = learned_quantities(est)
+    assert q["lengthscales"]["x1"] > 50  # long, yet...
+    assert q["flat_features"] == ["x2"]

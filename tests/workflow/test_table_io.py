@@ -27,6 +27,16 @@ def test_csv_and_parquet_read_the_same(tmp_path):
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
 
 
+def test_missing_markers_are_missing_in_csv_and_parquet(tmp_path):
+    frame = pd.DataFrame({"a": ["1", "?", "3"], "b": [1.0, 2.0, 3.0], "c": ["x", "?", "-"]})
+    frame.to_csv(tmp_path / "t.csv", index=False)
+    frame.to_parquet(tmp_path / "t.parquet", index=False)
+    for name in ("t.csv", "t.parquet"):
+        read = read_table(tmp_path / name, na_values=["?", "-"])
+        assert read.isna().sum().tolist() == [1, 0, 2], name
+        assert read_table(tmp_path / name).isna().sum().sum() == 0
+
+
 @pytest.mark.parametrize("content, message", [
     ("", "is empty"),
     ("a,b,y\n", "no data rows"),

@@ -526,7 +526,7 @@ class OAKRegressor(BaseGPRegressor):
 
     # -------------------------------------------------------- explanations
     def predict_component(self, X, term, return_std: bool = False):
-        """Posterior mean (and std) of the component :math:`f_u`, in the units of ``y``.
+        r"""Posterior mean (and std) of the component :math:`f_u`, in the units of ``y``.
 
         Parameters
         ----------

@@ -69,12 +69,14 @@ def _suggest(name: str, choices) -> str:
     return f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
-def read_table(path, text_columns=()) -> pd.DataFrame:
+def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame:
     """Read a CSV (``.csv``, ``.txt``), TSV (``.tsv``) or Parquet (``.parquet``, ``.pq``) file;
     CSV and TSV files may be compressed (``.csv.gz``, ``.tsv.bz2``, ...).
 
     ``text_columns`` (e.g. a model's categorical columns) are read from CSV/TSV as text, as
     written: a code ``007`` stays ``"007"`` even when no cell of this file has a letter.
+    ``sep`` replaces the separator of a CSV/TSV file (default ``,`` and tab); the cells in
+    ``na_values`` (e.g. ``"?"``) are missing values, besides pandas' own (empty, ``NA``, ...).
 
     Raises
     ------
@@ -93,9 +95,12 @@ def read_table(path, text_columns=()) -> pd.DataFrame:
     try:
         if kind == "parquet":
             frame = pd.read_parquet(path)
+            text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
+            if na_values and text:  # text cells only: Parquet keeps numbers typed
+                frame[text] = frame[text].mask(frame[text].isin(list(na_values)))
         else:
-            frame = pd.read_csv(path, sep="," if kind == "csv" else "\t", skipinitialspace=True,
-                                dtype=dict.fromkeys(text_columns, str) or None)
+            frame = pd.read_csv(path, sep=sep or ("," if kind == "csv" else "\t"), skipinitialspace=True,
+                                dtype=dict.fromkeys(text_columns, str) or None, na_values=list(na_values) or None)
     except pd.errors.EmptyDataError:
         raise TableError(f"Data file {path} is empty.") from None
     except ImportError as exc:  # pandas needs pyarrow (or fastparquet) for Parquet
@@ -109,7 +114,8 @@ def read_table(path, text_columns=()) -> pd.DataFrame:
     if frame.shape[1] == 1 and (";" in str(frame.columns[0]) or len(str(frame.columns[0]).split()) > 1):
         separator = "semicolons" if ";" in str(frame.columns[0]) else "spaces or tabs"
         raise TableError(f"Data file {path} has one column named {frame.columns[0]!r}: it looks separated by "
-                         f"{separator}. Save it comma-separated (or tab-separated as .tsv).")
+                         f"{separator}. Give the separator with --sep" + (" ';'" if separator == "semicolons" else "")
+                         + ", or save it comma-separated (or tab-separated as .tsv).")
     # pandas renames a repeated CSV header ('a', 'a.1'); the header row itself tells
     names = _csv_header(path, kind) if kind != "parquet" else list(frame.columns)
     names = [str(c).strip() for c in names]
@@ -150,6 +156,10 @@ def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
     if bad.any():
         _refuse_separated_numbers(series, name)
         examples = sorted({str(v) for v in series[bad].head(_SHOW)})
+        markers = sorted({str(v).strip() for v in series[bad]})
+        if all(_looks_missing(m) for m in markers):  # '?' in UCI files, '-' or 'n/a' in spreadsheets
+            hint = (f", or read them as missing values with --na-values {','.join(markers)!r} (then --drop-missing "
+                    "to leave those rows out)")
         raise TableError(
             f"Column {name!r} should hold numbers, but rows {_rows(series.index[bad.to_numpy()])} contain "
             f"{', '.join(repr(e) for e in examples)}. Fix those cells{hint}."
@@ -160,6 +170,15 @@ def _numeric_or_error(series: pd.Series, name: str, hint: str) -> pd.Series:
         raise TableError(f"Column {name!r} holds infinite values in rows {_rows(series.index[infinite.to_numpy()])}. "
                          "Fix or remove those cells.")
     return values
+
+
+#: Words that mark a missing cell in exported tables (pandas reads "NA", "NaN", "null", "" itself).
+_MISSING_WORDS = {"na", "n/a", "n.a.", "none", "missing", "unknown", "nil"}
+
+
+def _looks_missing(cell: str) -> bool:
+    """A cell that marks a missing value: no letter or digit ('?', '-', '.'), or a word such as 'n/a'."""
+    return not any(ch.isalnum() for ch in cell) or cell.lower() in _MISSING_WORDS
 
 
 def _refuse_separated_numbers(series: pd.Series, name: str) -> None:
@@ -488,6 +507,14 @@ class TableSchema:
                 kinds[c] = "categorical"
             else:
                 kinds[c] = "numeric"
+            if c in categorical and (n_levels := s.nunique()) > max(max_levels, len(s) // 2):
+                raise TableError(
+                    f"Column {c!r} was declared categorical, but holds {n_levels} distinct values in {len(s)} "
+                    "rows: most rows would be a category of their own, which no model can learn from (and a "
+                    f"value not seen in fitting would be refused at prediction). Leave it "
+                    f"{'numeric' if pd.api.types.is_numeric_dtype(s) else 'out'} (remove --categorical {c}"
+                    f"{'' if pd.api.types.is_numeric_dtype(s) else f'; --drop {c}'}), or group its values first."
+                )
             if kinds[c] == "categorical":
                 # a pandas categorical's unused categories are not levels: no training row holds them
                 cats = [v for v in s.cat.categories if v in set(s)] if isinstance(s.dtype, pd.CategoricalDtype) \

@@ -106,6 +106,10 @@ def _output_ok(path: Path, what: str, suffixes: tuple = (), *, inputs: tuple = (
               help="Comma-separated columns to treat as categorical (text columns always are).")
 @click.option("--drop", multiple=True, metavar="COLS", help="Comma-separated columns to ignore (ids, free text).")
 @click.option("--drop-missing", is_flag=True, help="Remove rows with missing values instead of stopping.")
+@click.option("--sep", default=None, metavar="CHAR",
+              help="Separator of a CSV/TSV file (default ',' for .csv, tab for .tsv), e.g. --sep ';'.")
+@click.option("--na-values", "na_values", multiple=True, metavar="CELLS",
+              help="Comma-separated cell values that mean 'missing' besides empty cells and NA, e.g. --na-values '?'.")
 @click.option("--test-size", default=0.2, show_default=True, type=float,
               help="Fraction of rows held out to measure accuracy and calibration (0 = none).")
 @click.option("--random-state", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
@@ -118,8 +122,8 @@ def _output_ok(path: Path, what: str, suffixes: tuple = (), *, inputs: tuple = (
               help="Model file to write.")
 @click.option("--json", "as_json", is_flag=True, help="Print results as JSON on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
-def fit(data, target, task, model, categorical, drop, drop_missing, test_size, random_state, params, refit_all,
-        output, as_json, quiet):
+def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_values, test_size, random_state, params,
+        refit_all, output, as_json, quiet):
     """Fit a GP model to a CSV/Parquet table and save it.
 
     Text columns (and those given with --categorical) are categorical, dates
@@ -144,9 +148,10 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     target): the held-out share is stratified by class (at least one row of every
     class, so it can exceed --test-size by a row per rare class) and reports accuracy,
     balanced accuracy, log-loss, Brier score, ROC AUC (two classes) and the
-    expected calibration error. --model auto compares OAK-classifier (two
-    classes), GP-classifier and SIGP-classifier (GP- and SIGP-classifier up to
-    20000 rows, then GP-classifier) by validation log-loss.
+    expected calibration error. --model auto compares OAK-classifier (while rows
+    × latent functions ≤ 3000: one function for two classes, one per class
+    beyond), GP-classifier and SIGP-classifier (up to 20000 rows) by validation
+    log-loss.
 
     \b
     Examples:
@@ -162,7 +167,7 @@ def fit(data, target, task, model, categorical, drop, drop_missing, test_size, r
     out = Path(output)
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
-        frame = read_table(data)
+        frame = read_table(data, sep=sep, na_values=_columns(na_values))
         tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
                        drop=_columns(drop, frame.columns),
                        drop_missing=drop_missing, test_size=test_size, random_state=random_state,
@@ -234,11 +239,14 @@ def _echo_selection(rows, task: str) -> None:
 @click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
               help="Predictions file (.csv, .tsv or .parquet; .txt and .pq as .csv and .parquet).")
 @click.option("--id-column", default=None, help="Column copied to the predictions to identify rows.")
+@click.option("--sep", default=None, metavar="CHAR", help="Separator of a CSV/TSV file, as in hdgp fit.")
+@click.option("--na-values", "na_values", multiple=True, metavar="CELLS",
+              help="Comma-separated cell values that mean 'missing', as in hdgp fit.")
 @click.option("--level", default=0.95, show_default=True, type=float,
               help="Probability of the central interval (regression models).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
-def predict(model_file, data, output, id_column, level, as_json, quiet):
+def predict(model_file, data, output, id_column, sep, na_values, level, as_json, quiet):
     """Predict the target for every row of a table.
 
     Writes one row per input row: the predictive mean, its standard deviation and
@@ -264,7 +272,7 @@ def predict(model_file, data, output, id_column, level, as_json, quiet):
         raise click.UsageError(f"--level sets the interval of a regression model; {model_file} is a classifier, "
                                "whose predictions are class probabilities.")
     try:
-        frame = read_table(data, text_columns=tm.schema.categorical)
+        frame = read_table(data, text_columns=tm.schema.categorical, sep=sep, na_values=_columns(na_values))
         say(f"predicting {tm.target!r} for {len(frame)} rows with {tm.metadata.get('model')}")
         table = tm.predict(frame, level=level, id_column=id_column)
     except (TableError, ValueError, TypeError, FloatingPointError) as exc:

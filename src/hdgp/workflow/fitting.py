@@ -181,6 +181,22 @@ def _fit(est, X, y, classes=()):
     return time.perf_counter() - start, sorted({f"{w.category.__name__}: {w.message}" for w in caught})
 
 
+def _rare_class_error(exc: ValueError, name: str, schema: TableSchema, y, y_train) -> ValueError:
+    """``exc``, or for SIGP-classifier with a class of one training row (whose cross-validation then
+    fails) a TableError that says what to do on the command line."""
+    counts = np.bincount(y_train, minlength=len(schema.classes)) if schema.task == "classification" else None
+    if name != "SIGP-classifier" or counts is None or counts.min() >= 2:
+        return exc
+    k = int(counts.argmin())
+    held = int((y == k).sum()) - int(counts[k])
+    return TableError(
+        f"SIGP-classifier chooses its hyper-parameters by cross-validation, which needs 2 training rows of every "
+        f"class; class {schema.classes[k]!r} has {counts[k]}" + (f" ({held} held out for testing)" if held else "")
+        + ". Use --test-size 0 to train on every row, fix them with -p rank=2 -p lengthscale=... -p eta=1e-4, "
+        "or choose another model (--model rbf-ard)."
+    )
+
+
 def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: str = "auto", categorical=(),
               drop=(), drop_missing: bool = False, test_size: float = 0.2, random_state: int = 0,
               params: dict | None = None, refit_all: bool = False, progress=None,
@@ -275,7 +291,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     X_fit = schema.encode(X_train)
-    seconds, caught = _fit(est, X_fit, y_train, schema.classes)
+    try:
+        seconds, caught = _fit(est, X_fit, y_train, schema.classes)
+    except ValueError as exc:
+        raise _rare_class_error(exc, name, schema, y, y_train) from exc
     if winner is not None and "warm_start" in winner.get_params():
         est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
     progress(f"fitted {name} in {seconds:.1f} s")

@@ -278,9 +278,15 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                  + (f" Noise std {np.sqrt(q['noise_variance']):.4g} (target units)." if "noise_variance" in q else "")
                  + "</p>")
     if "lengthscales" in q:
-        rows = [[k, format_lengthscale(v)] for k, v in list(q["lengthscales"].items())[:top]]
+        rows = [[k, format_lengthscale(v, k in q["flat_features"])] for k, v in list(q["lengthscales"].items())[:top]]
         parts.append("<p class='note'>Shortest length-scales (on standardised or flow-warped inputs): the "
                      "function changes fastest along these features.</p>")
+        parts.append(_table(["feature", "length-scale"], rows, "lengthscales"))
+    for label, scales in q.get("lengthscales_by_class", {}).items():
+        flat = q["flat_features_by_class"][label]
+        rows = [[k, format_lengthscale(v, k in flat)] for k, v in list(scales.items())[:top]]
+        parts.append(f"<p class='note'>Shortest length-scales of the latent function of class {_e(label)} against "
+                     "the other classes (on standardised inputs).</p>")
         parts.append(_table(["feature", "length-scale"], rows, "lengthscales"))
     if meta.get("warnings"):
         parts.append("<p class='note'>Warnings during fitting: " + _e("; ".join(meta["warnings"][:5])) + "</p>")

@@ -176,7 +176,8 @@ def _select(X, y, schema, *, params, random_state, progress, candidates):
         score = None
         try:
             est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
-            row["fit_seconds"], _ = _fit(est, schema.encode(X.iloc[fit_idx]), y[fit_idx])
+            row["fit_seconds"], _ = _fit(est, schema.encode(X.iloc[fit_idx]), y[fit_idx],
+                                         schema.classes if classify else ())
             scores = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)
             score = scores.pop("score")
             row.update(scores)

@@ -31,9 +31,8 @@ def _kernel(est):
     return kernel
 
 
-def _per_feature_lengthscales(est, names):
-    """``{feature: length-scale}`` on the model's (transformed) input scale, or None."""
-    kernel = _kernel(est)
+def _per_feature_lengthscales(est, names, kernel):
+    """``{feature: length-scale}`` of ``kernel`` on the model's (transformed) input scale, or None."""
     if not isinstance(kernel, torch.nn.Module):
         return None
     cont = getattr(est, "continuous_features_", None)
@@ -63,14 +62,26 @@ def _constant_features(est, names) -> list:
     return [name for name, flag in zip(names, same) if flag]
 
 
-#: Length-scale (on standardised or flow-warped inputs) beyond which a feature barely matters: the
-#: RBF correlation across ±3 standard deviations of the feature is still above 0.998.
-FLAT_LENGTHSCALE = 100.0
+#: A feature is flat when the prior standard deviation of f(x) - f(x') for inputs 6 standard
+#: deviations apart along it, 6 σ_f / ℓ (σ_f the signal std, ℓ ≫ 6), is below this fraction of the
+#: standardised target's std: a long length-scale under a large signal variance (a linear trend
+#: seen through an RBF kernel) is not flat.
+FLAT_VARIATION = 0.01
 
 
-def format_lengthscale(value: float) -> str:
+def _signal_std(est, kernel) -> float:
+    """The prior signal std on the standardised target scale (latent scale for a classifier)."""
+    if kernel is not None and hasattr(kernel, "outputscale"):
+        return float(kernel.outputscale.detach().sqrt())
+    variances = getattr(est, "order_variances_", None)
+    if variances is None and kernel is not None and hasattr(kernel, "order_variances"):
+        variances = kernel.order_variances.detach().cpu().numpy()
+    return float(np.sqrt(np.sum(variances))) if variances is not None else 1.0
+
+
+def format_lengthscale(value: float, flat: bool = False) -> str:
     """A length-scale for display, marked when the function is flat along the feature."""
-    return f"{value:.3g}" + (" (flat)" if value >= FLAT_LENGTHSCALE else "")
+    return f"{value:.3g}" + (" (flat)" if flat else "")
 
 
 def _top_terms(indices: dict) -> dict:
@@ -93,6 +104,9 @@ def learned_quantities(est, *, classes=None) -> dict:
         ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
         ``sobol_top_by_class`` (class → its ``sobol_top``: a classifier of more than two classes
         has one latent function per class),
+        ``flat_features`` (those whose length-scale makes the function nearly constant along them
+        at the fitted signal variance, :data:`FLAT_VARIATION`), ``lengthscales_by_class`` and
+        ``flat_features_by_class`` (class → the same, for a one-vs-rest classifier),
         ``constant_features`` (one value in every training row, left out of ``lengthscales``),
         ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
         ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
@@ -116,14 +130,27 @@ def learned_quantities(est, *, classes=None) -> dict:
         out["noise_variance"] = float(model.noise) * y_scale**2
     elif hasattr(est, "noise_"):
         out["noise_variance"] = float(est.noise_)
-    scales = _per_feature_lengthscales(est, names)
+    kernel = _kernel(est)
     constant = _constant_features(est, names)
     if constant:
         out["constant_features"] = constant
-    if scales:
-        out["lengthscales"] = dict(sorted(((k, v) for k, v in scales.items() if k not in constant),
-                                          key=lambda kv: kv[1]))
-    kernel = _kernel(est)
+
+    def ranked(kernel) -> tuple[dict, list] | None:  # length-scales (shortest first) and the flat features
+        scales = _per_feature_lengthscales(est, names, kernel)
+        if not scales:
+            return None
+        scales = dict(sorted(((k, v) for k, v in scales.items() if k not in constant), key=lambda kv: kv[1]))
+        signal = _signal_std(est, kernel)
+        return scales, [k for k, v in scales.items() if 6 * signal / v < FLAT_VARIATION]
+
+    models = getattr(est, "models_", None)
+    if kernel is not None and (found := ranked(kernel)):
+        out["lengthscales"], out["flat_features"] = found
+    elif isinstance(models, list) and len(models) > 1:  # one latent function per class, against the rest
+        per_class = {str(c): ranked(getattr(m, "kernel", None)) for c, m in zip(labels, models)}
+        if all(per_class.values()):
+            out["lengthscales_by_class"] = {c: f[0] for c, f in per_class.items()}
+            out["flat_features_by_class"] = {c: f[1] for c, f in per_class.items()}
     if kernel is not None and hasattr(kernel, "outputscale"):
         out["outputscale"] = float(kernel.outputscale) * y_scale**2
     if hasattr(est, "order_variances_"):
@@ -177,8 +204,13 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
         lines.append(f"  signal std: {np.sqrt(q['outputscale']):.4g}")
     if "lengthscales" in q:
         items = list(q["lengthscales"].items())
-        shown = ", ".join(f"{k}={format_lengthscale(v)}" for k, v in items[:_TOP]) + (" ..." if len(items) > _TOP else "")
+        shown = ", ".join(f"{k}={format_lengthscale(v, k in q['flat_features'])}" for k, v in items[:_TOP]) \
+            + (" ..." if len(items) > _TOP else "")
         lines.append(f"  length-scales (shortest first): {shown}")
+    for label, scales in q.get("lengthscales_by_class", {}).items():
+        flat = q["flat_features_by_class"][label]
+        shown = ", ".join(f"{k}={format_lengthscale(v, k in flat)}" for k, v in list(scales.items())[:_TOP])
+        lines.append(f"  length-scales, class {label} vs rest: {shown}" + (" ..." if len(scales) > _TOP else ""))
     if "constant_features" in q:
         lines.append(f"  constant in training (no effect): {', '.join(q['constant_features'])}")
     if "order_variances" in q:
