@@ -183,6 +183,18 @@ def test_seed_out_of_range_is_a_usage_error_naming_the_option(tmp_path):
     assert result.exit_code == 2 and re.search(r"--random-state.*0<=x<=4294967295", result.output), result.output
 
 
+@pytest.mark.parametrize("level, name", [(0.5, "50"), (0.975, "97_5"), (0.9999999999, "99_99999999")])
+def test_interval_columns_name_the_level_exactly(level, name):
+    from hdgp.workflow.tabular import predict_frame
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"a": rng.normal(size=30)})
+    est = hdgp.preset("Linear").fit(X, 2 * X["a"] + rng.normal(size=30))
+    frame = predict_frame(est, X.head(3), level=level)
+    assert list(frame.columns) == ["mean", "std", f"lower_{name}", f"upper_{name}"]
+    assert (frame[f"upper_{name}"] > frame[f"lower_{name}"]).all()
+
+
 def test_predict_errors_leave_no_output(files, diabetes_fit, regions_fit, tmp_path):
     model = diabetes_fit[0]
     frame = pd.read_csv(files / "diabetes.csv").drop(columns="bmi")

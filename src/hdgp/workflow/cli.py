@@ -273,7 +273,7 @@ def predict(model_file, data, output, id_column, sep, na_values, level, as_json,
                                "whose predictions are class probabilities.")
     try:
         frame = read_table(data, text_columns=tm.schema.categorical, sep=sep, na_values=_columns(na_values))
-        say(f"predicting {tm.target!r} for {len(frame)} rows with {tm.metadata.get('model')}")
+        say(f"predicting {tm.target!r} for {len(frame)} row{'s' * (len(frame) != 1)} with {tm.metadata.get('model')}")
         table = tm.predict(frame, level=level, id_column=id_column)
     except (TableError, ValueError, TypeError, FloatingPointError) as exc:
         _fail(exc)
@@ -303,7 +303,7 @@ def predict(model_file, data, output, id_column, sep, na_values, level, as_json,
                         std={"min": float(table["std"].min()), "max": float(table["std"].max())})
         click.echo(json.dumps(_jsonable(info), indent=2))
     elif not quiet:
-        click.echo(f"Wrote {len(table)} predictions to {out}")
+        click.echo(f"Wrote {len(table)} prediction{'s' * (len(table) != 1)} to {out}")
 
 
 # -------------------------------------------------------------------- explain

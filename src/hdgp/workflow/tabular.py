@@ -45,7 +45,7 @@ def predict_frame(est, X, *, level: float = 0.95) -> pd.DataFrame:
         raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), and not so close to 1 that the interval "
                          f"is infinite; got {level!r}.")
     mean, std = est.predict(X, return_std=True)
-    pct = f"{100 * level:g}".replace(".", "_")
+    pct = f"{100 * level:.10g}".replace(".", "_")  # 0.9999999999 -> 99_99999999, not 100
     index = X.index if isinstance(X, (pd.DataFrame, pd.Series)) else None
     return pd.DataFrame({"mean": mean, "std": std, f"lower_{pct}": mean - z * std, f"upper_{pct}": mean + z * std},
                         index=index)
