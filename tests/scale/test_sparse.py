@@ -253,8 +253,11 @@ def test_subset_start_whose_noise_ends_on_its_lower_bound(monkeypatch):
     import hdgp.estimators._base as base
 
     real_fit = base.fit_hyperparameters
+    sparse_starts = []
 
     def fit_to_the_bound(model, *args, **kwargs):
+        if not isinstance(model, ExactGPModel):
+            sparse_starts.append(model.likelihood.noise.item())
         result = real_fit(model, *args, **kwargs)
         if isinstance(model, ExactGPModel):
             with torch.no_grad():
@@ -268,6 +271,7 @@ def test_subset_start_whose_noise_ends_on_its_lower_bound(monkeypatch):
     X, y = _data(n=200)
     est = hdgp.preset("SGPR-RBF-ARD", n_inducing=15, max_iter=20, random_state=0).fit(X.numpy(), y.numpy())
     assert est.init_result_ is not None
+    assert sparse_starts[0] == pytest.approx(est.noise_lower_bound * (1 + 1e-6), rel=1e-9)  # the subset start
     assert np.isfinite(est.predict(X[:5].numpy())).all()
 
 

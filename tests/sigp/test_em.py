@@ -115,6 +115,12 @@ def test_closed_form_is_the_maximiser():
     fitted = P @ torch.linalg.lstsq(P, r).solution
     shrink = 1 - res.noise / float(fitted @ fitted)
     assert torch.allclose(P @ res.beta, shrink * fitted, atol=1e-10)
+    # the Gaussian posterior of beta (eqs. 9-10) at the maximiser, by the dense formulas
+    G = P @ res.sigma_beta @ P.T + res.noise * torch.eye(len(y), dtype=P.dtype)
+    gain = res.sigma_beta @ P.T @ torch.linalg.inv(G)
+    torch.testing.assert_close(res.beta, gain @ r, rtol=1e-9, atol=1e-12)
+    cov = res.sigma_beta - gain @ P @ res.sigma_beta
+    torch.testing.assert_close(res.post_cov_sqrt @ res.post_cov_sqrt.T, cov, rtol=1e-8, atol=1e-12)
 
 
 def test_closed_form_noise_is_accurate_when_the_noise_is_small():
