@@ -398,3 +398,16 @@ def test_an_identifier_like_categorical_column_warns():
     frame = pd.DataFrame({"a": rng.normal(size=30), "id": [f"row{i}" for i in range(30)]})
     with pytest.warns(hdgp.exceptions.HDGPWarning, match="'id' has 30 levels in 30 rows"):
         OAKRegressor(max_order=1, max_iter=2).fit(frame, frame["a"] ** 2)
+
+
+def test_astronomical_inputs_give_a_finite_full_covariance():
+    """The flow sends 1e300 to +inf; the full predictive covariance at two such points stays finite
+    and its diagonal is the variance that return_std gives."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-1, 1, (60, 2))
+    est = OAKRegressor(max_order=2, random_state=0, max_iter=50).fit(X, np.sin(3 * X[:, 0]) + X[:, 1])
+    queries = np.array([[1e300, 0.0], [0.0, 0.0], [1e300, 0.5], [-1e300, 0.0]])
+    mean, cov = est.predict(queries, return_cov=True)
+    _, std = est.predict(queries, return_std=True)
+    assert np.isfinite(mean).all() and np.isfinite(cov).all()
+    np.testing.assert_allclose(np.diag(cov), std**2, rtol=1e-10)

@@ -45,6 +45,12 @@ SMOOTH_START_MIN_FEATURES = 21
 SMOOTH_START_LENGTHSCALE = 5.0
 
 
+#: The flow warps inputs like 1e300 to ±inf; the kernels see ±1e150 instead, just as far beyond
+#: every training point (every constrained term is 0 there) but finite, so two such points differ
+#: by 0, not inf - inf = NaN (a full predictive covariance would be NaN).
+_BEYOND_DATA = 1e150
+
+
 def _holds_text(X) -> bool:
     """Whether a 2-D array-like (not a DataFrame) has string cells."""
     try:
@@ -392,8 +398,8 @@ class OAKRegressor(BaseGPRegressor):
                     super()._transform_inputs(X_cont, fit=True)
             elif self.clip_inputs:
                 X_cont = np.clip(X_cont, self.input_min_, self.input_max_)
-            out[:, cont] = (self.flow_.transform(X_cont) if self.flow_ is not None
-                            else super()._transform_inputs(X_cont, fit=False))
+            out[:, cont] = (np.clip(self.flow_.transform(X_cont), -_BEYOND_DATA, _BEYOND_DATA)
+                            if self.flow_ is not None else super()._transform_inputs(X_cont, fit=False))
         elif fit:
             self.flow_ = None
         for j, (low, high, _) in self._two_point().items():
