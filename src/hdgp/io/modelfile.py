@@ -89,10 +89,8 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: model's r pivot rows instead of its n×p training inputs (older files are converted when read;
 #: a 2.2 reader cannot predict from a 2.3 SIGP file). 2.4 adds the OAK flow's ``log_start_`` (started
 #: logs of skewed features that are not positive; an older file's flow reads as log x, which is
-#: what it stored, and a 2.3 reader mis-warps such a feature). 2.5 adds the flow's ``log_sign_``
-#: (mirrored logs of left-skewed features; an older file's logs are all of right tails, and a 2.4
-#: reader mis-warps a mirrored feature).
-FORMAT_VERSION = (2, 5)
+#: what it stored, and a 2.3 reader mis-warps such a feature).
+FORMAT_VERSION = (2, 4)
 #: Oldest major version this version reads (:func:`_upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
