@@ -38,7 +38,8 @@ def _quiet_fit(*args, **kwargs):
     (np.arange(12) % 2, "classification", [0, 1], "exactly two distinct values (0, 1)"),
     (np.where(np.arange(12) % 2 == 0, 2.5, -1.0), "classification", [-1.0, 2.5], "exactly two distinct values"),
     (pd.Categorical(["lo", "mid", "hi"] * 4), "classification", ["hi", "lo", "mid"], "categorical"),
-    (np.arange(12) % 3, "regression", [], "numeric with 3 distinct values"),
+    (np.arange(12) % 3, "regression", [],
+     "numeric with 3 distinct values (if these integers are class codes, use --task classification)"),
     (np.linspace(0, 1, 12), "regression", [], "numeric with 12 distinct values"),
 ])
 def test_auto_task_from_the_target_column(values, task, classes, why):

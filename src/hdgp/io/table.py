@@ -625,6 +625,10 @@ class TableSchema:
         return labels[np.asarray(codes, dtype=np.int64)]
 
 
+#: Integer targets with at most this many distinct values get a hint that they may be class codes.
+_FEW_CODES = 10
+
+
 def infer_task(series: pd.Series, name: str = "target") -> tuple[str, str]:
     """Decide whether a target column is classification or regression, and say why.
 
@@ -653,6 +657,8 @@ def infer_task(series: pd.Series, name: str = "target") -> tuple[str, str]:
     'classification'
     >>> infer_task(pd.Series([0.5, 1.5, 2.5]), "y")
     ('regression', "target 'y' is numeric with 3 distinct values")
+    >>> infer_task(pd.Series([0, 1, 2, 1]), "y")[1]
+    "target 'y' is numeric with 3 distinct values (if these integers are class codes, use --task classification)"
     """
     values = series.dropna()
     if pd.api.types.is_bool_dtype(values):
@@ -671,7 +677,10 @@ def infer_task(series: pd.Series, name: str = "target") -> tuple[str, str]:
     if distinct.size == 2:
         shown = ", ".join(_level_label(v) for v in distinct)
         return "classification", f"target {name!r} is numeric with exactly two distinct values ({shown})"
-    return "regression", f"target {name!r} is numeric with {distinct.size} distinct value{'s' * (distinct.size != 1)}"
+    reason = f"target {name!r} is numeric with {distinct.size} distinct value{'s' * (distinct.size != 1)}"
+    if 2 < distinct.size <= _FEW_CODES and np.all(distinct == np.round(distinct)):
+        reason += " (if these integers are class codes, use --task classification)"
+    return "regression", reason
 
 
 def _target(series: pd.Series, name: str, task: str) -> tuple[str, str, list, np.ndarray]:
