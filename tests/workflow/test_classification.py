@@ -140,6 +140,9 @@ def test_binary_oak_report_draws_the_held_out_auc_of_truncated_models(tmp_path):
     X = pd.DataFrame(holdout["X"], columns=tm.schema.encoded_names)
     curve = tm.estimator.truncation_curve(X, holdout["y"])
     assert curve["auc"][-1] == pytest.approx(tm.metadata["metrics"]["roc_auc"], abs=1e-9)
+    from hdgp.workflow.report import report_data
+
+    assert report_data(tm)["truncation_curve"]["auc"] == pytest.approx(curve["auc"].tolist())  # explain --json
 
 
 def test_auto_selects_the_lowest_validation_log_loss():

@@ -157,15 +157,19 @@ def _truncated_metric(tm) -> str:
     return "AUC" if len(tm.schema.classes) == 2 else "AUC (one-vs-rest, averaged over the classes; green: the classes' mean)"
 
 
+def _truncation_curve(tm) -> dict:
+    """The held-out metric as the top 50 ranked terms are added (OAK Fig. 5)."""
+    holdout = tm.metadata["holdout"]
+    X = pd.DataFrame(np.asarray(holdout["X"]), columns=tm.schema.encoded_names)
+    return tm.estimator.truncation_curve(X, holdout["y"], max_terms=50)
+
+
 def _cumulative_figure(tm):
     from ..plotting import plot_truncation_curve
 
     est = tm.estimator
     if _has_truncation_curve(tm):
-        holdout = tm.metadata["holdout"]
-        X = pd.DataFrame(np.asarray(holdout["X"]), columns=tm.schema.encoded_names)
-        curve = est.truncation_curve(X, holdout["y"], max_terms=50)
-        return plot_truncation_curve(curve, metric="auc" if tm.task == "classification" else "rmse")
+        return plot_truncation_curve(_truncation_curve(tm), metric="auc" if tm.task == "classification" else "rmse")
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(5, 3.5))
     explained = _explained(est)
@@ -198,6 +202,8 @@ def report_data(tm, top: int = 10) -> dict:
         labels = [str(tm.schema.classes[e.class_code]) for e in explained]
         out["sobol_by_class"] = dict(zip(labels, ranked))
         out["sobol_by_order_by_class"] = {label: e.by_order.tolist() for label, e in zip(labels, explained)}
+    if explained and _has_truncation_curve(tm):
+        out["truncation_curve"] = {k: np.asarray(v).tolist() for k, v in _truncation_curve(tm).items()}
     return out
 
 
