@@ -27,6 +27,12 @@ def test_csv_and_parquet_read_the_same(tmp_path):
     pd.testing.assert_frame_equal(a, b, check_dtype=False)
 
 
+def test_a_separator_that_splits_nothing_is_named(tmp_path):
+    (tmp_path / "t.csv").write_text("a,b,y\n1,2,3\n")
+    with pytest.raises(TableError, match=r"separator '\|' has one column, named 'a,b,y': check --sep"):
+        read_table(tmp_path / "t.csv", sep="|")
+
+
 def test_missing_markers_are_missing_in_csv_and_parquet(tmp_path):
     frame = pd.DataFrame({"a": ["1", "?", "3"], "b": [1.0, 2.0, 3.0], "c": ["x", "?", "-"]})
     frame.to_csv(tmp_path / "t.csv", index=False)

@@ -111,6 +111,9 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
                          f"{kind.upper()} file with one header row.{hint}") from exc
     if frame.shape[1] == 0 or frame.shape[0] == 0:
         raise TableError(f"Data file {path} has no data rows (only a header, or nothing).")
+    if frame.shape[1] == 1 and sep and kind != "parquet":
+        raise TableError(f"Data file {path} read with the separator {sep!r} has one column, named "
+                         f"{frame.columns[0]!r}: check --sep.")
     if frame.shape[1] == 1 and (";" in str(frame.columns[0]) or len(str(frame.columns[0]).split()) > 1):
         separator = "semicolons" if ";" in str(frame.columns[0]) else "spaces or tabs"
         raise TableError(f"Data file {path} has one column named {frame.columns[0]!r}: it looks separated by "
