@@ -255,6 +255,17 @@ def test_components_are_the_shortest_ranked_prefix_reaching_the_threshold(latent
     assert loose.components_ == [(0,)]  # the label follows 2a: a alone carries half the latent variance
 
 
+def test_truncation_without_stored_components_uses_the_same_selection(latent_fit):
+    """A model file written before components_ existed truncates to the same terms."""
+    import copy
+
+    clf, frame, _ = latent_fit
+    old = copy.deepcopy(clf)
+    del old.components_
+    X = frame.iloc[:10]
+    np.testing.assert_array_equal(old.predict_proba_truncated(X), clf.predict_proba_truncated(X))
+
+
 def test_truncation_curve_ends_at_the_full_models_scores(latent_fit):
     """With every ranked term added the curve's last point is the full model scored by scikit-learn."""
     from sklearn.metrics import log_loss, roc_auc_score

@@ -94,8 +94,8 @@ class OAKClassifier(GPClassifier):
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True, log_transform="auto",
                  clip_inputs=False, categorical_features=None, binary_features="auto", order_variance_prior=True,
-                 sobol_threshold=0.99, max_sobol_terms=100_000, inference="variational", n_inducing=200, batch_size=None,
-                 optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
+                 sobol_threshold=0.99, max_sobol_terms=100_000, inference="variational", n_inducing=200,
+                 batch_size=None, optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
                  random_state=None, device=None, dtype="float64", verbose=False):
         self.max_order = max_order
         self.measure = measure
@@ -233,6 +233,8 @@ class OAKClassifier(GPClassifier):
         """The terms each binary problem keeps: ``components_`` (each its own), or the given ones for all."""
         check_is_fitted(self, "posteriors_")
         if terms is None:
+            if not hasattr(self, "components_"):  # a model file written before components_ existed
+                return [explain.select_terms(result, self.sobol_threshold) for result in self.sobol_]
             return [self.components_] if len(self.posteriors_) == 1 else list(self.components_)
         terms = [self._term(t) for t in terms]
         if len(set(terms)) < len(terms):
@@ -272,7 +274,7 @@ class OAKClassifier(GPClassifier):
         return self.classes_[np.argmax(self.predict_proba_truncated(X, terms), axis=1)]
 
     def truncation_curve(self, X, y, max_terms: int = 50) -> dict:
-        """Test AUC, accuracy and log-loss as ranked terms are added (OAK Figs. 5–6, bottom row).
+        """Test AUC, accuracy and log-loss as ranked terms are added (OAK Fig. 5 bottom row, Fig. 6).
 
         Step :math:`j` keeps the top :math:`j` terms of each latent function by its own
         Sobol ranking (:meth:`predict_proba_truncated`). With more than two classes the

@@ -443,11 +443,11 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
     -----
     The prior :math:`g_H(x) = \beta^\top W^\top k_c(x)` has rank ``rank``, so the predictive
     variance does not grow away from the data: far from every training row the centred
-    features :math:`k_c(x)` tend to a constant vector, and the predictive variance with them
-    (in an example it was the same there as at the training rows). Intervals then stay as narrow beyond the training range as inside it
-    (on 2 inputs drawn from [-2, 2], 95 % intervals at 2.5-4 covered 4 % of the rows where
-    the full-rank GPs covered 32-49 %; *ad hoc*); use a full-rank model where
-    extrapolation uncertainty matters.
+    features :math:`k_c(x)` tend to a constant vector, and the predictive variance with
+    them (in an example it was the same there as at the training rows). Intervals then stay
+    as narrow beyond the training range as inside it (on 2 inputs drawn from [-2, 2], 95 %
+    intervals at 2.5-4 covered 4 % of the rows where the full-rank GPs covered 32-49 %;
+    *ad hoc*); use a full-rank model where extrapolation uncertainty matters.
 
     References
     ----------

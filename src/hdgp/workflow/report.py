@@ -154,7 +154,9 @@ def _has_truncation_curve(tm) -> bool:
 def _truncated_metric(tm) -> str:
     if tm.task != "classification":
         return "RMSE"
-    return "AUC" if len(tm.schema.classes) == 2 else "AUC (one-vs-rest, averaged over the classes; green: the classes' mean)"
+    if len(tm.schema.classes) == 2:
+        return "AUC"
+    return "AUC (one-vs-rest, averaged over the classes; green: the classes' mean)"
 
 
 def _truncation_curve(tm) -> dict:
