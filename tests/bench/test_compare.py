@@ -23,6 +23,21 @@ def test_one_sample_test_when_paper_has_no_spread():
     assert p == pytest.approx(ref.pvalue, rel=1e-10)
 
 
+def test_a_single_published_run_is_one_draw_not_the_population_mean():
+    """A paper F1 from one test split (n_p = 1, no spread): the test is the pooled two-sample
+    t-test of our splits against that one value (equal spreads, n - 1 degrees of freedom)."""
+    ours = np.array([0.80, 0.78, 0.85, 0.74, 0.82, 0.79, 0.77, 0.83])
+    p = worse_p_value(ours, 0.86, np.nan, 1, lower_is_better=False)
+    ref = stats.ttest_ind(ours, [0.86], equal_var=True, alternative="less")
+    assert p == pytest.approx(ref.pvalue, rel=1e-10)
+    assert p > worse_p_value(ours, 0.86, np.nan, np.nan, lower_is_better=False)  # less certain than vs an exact mean
+    # n_p runs summarised without a spread: their mean has our spread over n_p
+    s = ours.std(ddof=1)
+    p10 = worse_p_value(ours, 0.86, np.nan, 10, lower_is_better=False)
+    expected = stats.t.sf((0.86 - ours.mean()) / (s * np.sqrt(1 / ours.size + 1 / 10)), ours.size - 1)
+    assert p10 == pytest.approx(expected, rel=1e-10)
+
+
 def test_direction_matters():
     worse_rmse = np.full(10, 0.5) + np.linspace(-0.01, 0.01, 10)
     assert worse_p_value(worse_rmse, 0.3, 0.02, 20, lower_is_better=True) < 1e-6

@@ -144,8 +144,10 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     if proto.notes:
         lines += [f"Protocol notes: {proto.notes}", ""]
     lines += ["Bold: we match or beat the paper — a one-sided t-test of \"ours is worse\" does not reject at "
-              "5 % (Welch's test with the paper's std and repetitions where published, otherwise a one-sample "
-              "test against the paper's mean; with a single result, our value is at least as good). "
+              "5 % (Welch's test with the paper's std and repetitions where published; with only the number "
+              "of its runs, their mean taken to spread as ours, so that a paper number from one test split is "
+              "one draw; otherwise a one-sample test against the paper's mean; with a single result of ours, "
+              "our value is at least as good). "
               "Spreads are 2·std over splits (and seeds). With few splits (small n) the test has little power, "
               "so a bold entry there means only \"not shown to be worse\".", ""]
     return lines
