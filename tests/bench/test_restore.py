@@ -116,3 +116,18 @@ def test_report_refuses_to_drop_the_tasks_of_the_folder_it_replaces(tiny_protoco
     assert (report / "tasks.csv").read_text() == before
     restore_store("tiny", report, partial)  # what the message says to do
     make_report(path, db=partial, out_dir=report, plots=False)
+
+
+def test_a_command_run_twice_is_restored_as_two_runs(tiny_protocol, protocol_file, tmp_path):
+    """An interrupted run retried with the same command line: both runs stay in the log."""
+    path = str(protocol_file(tiny_protocol(models=[{"label": "Linear", "preset": "Linear"}])))
+    db = tmp_path / "first.sqlite"
+    for _ in range(2):
+        run_protocol(path, workers=0, db=db, progress=False, splits=[0], command="hdgp bench run tiny --rerun")
+    report = tmp_path / "report"
+    make_report(path, db=db, out_dir=report, plots=False)
+    fresh = tmp_path / "fresh.sqlite"
+    assert restore_store("tiny", report, fresh)["runs"] == 2
+    assert restore_store("tiny", report, fresh)["runs"] == 0  # restoring again adds nothing
+    with ResultStore(fresh) as store:
+        assert list(store.runs("tiny")["command"]) == ["hdgp bench run tiny --rerun"] * 2

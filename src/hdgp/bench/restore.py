@@ -109,6 +109,14 @@ def _run_records(folder: Path) -> list[dict]:
     return []
 
 
+def _instant(value):
+    """A start time as a float (stores hold floats; a CSV may give text), or None."""
+    try:
+        return round(float(value), 3)
+    except (TypeError, ValueError):
+        return None
+
+
 def restore_store(protocol: str, folder, db) -> dict:
     """Insert the tasks and run commands of a report ``folder`` into the database ``db``.
 
@@ -145,13 +153,15 @@ def restore_store(protocol: str, folder, db) -> dict:
         new = [r for r in records if tuple(r[k] for k in _KEY[1:]) not in present]
         for record in new:
             store.write(record, attempts=record.get("attempts"))
-        logged = set(store.runs(protocol)["command"].dropna())
+        # a run is its command and start time: the same command run twice (a retry) is two runs
+        logged = {(r.command, _instant(r.started_at)) for r in store.runs(protocol).itertuples()}
         added = 0
         for run in runs:
-            if run.get("command") in logged:
+            key = (run.get("command"), _instant(run.get("started_at")))
+            if key in logged:
                 continue
             store.log_run(protocol, run.get("command"), run.get("started_at"), run.get("finished_at"),
                           run.get("planned"), run.get("skipped"), run.get("done"), run.get("failed"), {}, {})
-            logged.add(run.get("command"))
+            logged.add(key)
             added += 1
     return {"tasks": len(new), "kept": len(records) - len(new), "runs": added}
