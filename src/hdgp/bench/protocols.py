@@ -368,8 +368,8 @@ _DUVENAUD = Protocol(
            "synthetic eq. (1.21) data made by Bach's HKL recipe (standard normal inputs weakly correlated through "
            "a p = 1024 Wishart draw, f scaled to unit s.d., noise s.d. 0.2; n=200 drawn per split, seeded, 180/20 "
            "like the chapter's 10 folds). UCI sets use the shared fixed splits "
-           "instead of the chapter's own. Table 1.5 (classification) needs GP classifiers with the "
-           "additive kernels, which the library does not have yet; its data sets are also mostly absent. "
+           "instead of the chapter's own. Tables 1.4-1.5 (classification) need GP classifiers with the "
+           "additive kernels, which the library does not have yet; their data sets are also mostly absent. "
            "HKL has no counterpart here."),
 )
 
@@ -564,8 +564,8 @@ _OAK_FIG3 = Protocol(
     notes=("The paper's pumadyn is the 8-dimensional set with a 4:1 split; the shared data hold pumadyn32nm "
            "(32 inputs, fixed ~90/10 splits), so the curves are comparable in shape, not value. Five splits "
            "(the paper: 5 repetitions); SGPR with k-means inducing points. OAK and Additive truncate the "
-           "interaction order at 3 (the paper's D-tilde, Sec. 3.5; its Fig. 4 finds orders <= 3 carry >= 95 % of "
-           "the variance) — with 32 inputs the default order 10 costs 320 elementwise passes per kernel entry. "
+           "interaction order at 3 (the paper's D-tilde, Sec. 3.5; its Fig. 4 finds that every data "
+           "set needs interactions of order <= 3) — with 32 inputs the default order 10 costs 320 elementwise passes per kernel entry. "
            "Library defaults otherwise."),
     plots=("convergence-in-M",),
 )

@@ -61,8 +61,8 @@ class AdditiveGPRegressor(BaseGPRegressor):
         Fitted :math:`\sigma_0^2, \dots, \sigma_R^2`.
     order_variance_shares_ : ndarray of shape (R,)
         Prior variance of each order 1..R at unit base values,
-        :math:`\sigma_r^2 \binom{D}{r} / \sum_s \sigma_s^2 \binom{D}{s}` — the quantity of
-        Duvenaud's Table 1.1 (not identifiable; see :class:`OAKRegressor` for Sobol indices).
+        :math:`\sigma_r^2 \binom{D}{r} / \sum_s \sigma_s^2 \binom{D}{s}` — an analogue of
+        Duvenaud's Table 1.1, which does not say how its shares were computed (not identifiable; see :class:`OAKRegressor` for Sobol indices).
 
     Examples
     --------

@@ -28,11 +28,11 @@ __all__ = ["OAKRegressor"]
 _MEASURES = ("gaussian", "empirical", "gmm")
 #: Engines whose posterior exposes support points and weights for the Sobol indices.
 _INFERENCE = ("auto", "exact", "sparse", "variational")
-#: Gamma(concentration=1, rate=0.2) prior on the order variances (OAK Section 5 / authors' code).
+#: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5; these values: authors' code).
 _ORDER_PRIOR = (1.0, 0.2)
 #: From this many continuous features on, OAK is also fitted from a smooth start and the better
 #: MAP objective kept. The authors' start (every length-scale 1 on the flow-warped inputs) was made
-#: for the paper's <= 13 features; with many, each of the hundreds of flexible first-order terms
+#: for the paper's regression baselines (<= 13 features); with many, each of the hundreds of flexible first-order terms
 #: interpolates noise from the first step and L-BFGS stays there. *Ad hoc*, y = sin(x0) + x1 x2 +
 #: 0.1 e, 192 rows, max_order=2: log marginal likelihood from the authors' / the smooth start
 #: 119.1 / 119.1 (20 features), 125.8 / 108.3 (50), -208.2 / 150.3 (100), -184.7 / 125.8 (200;
@@ -100,8 +100,8 @@ class OAKRegressor(BaseGPRegressor):
     (Section 4). The recipe of appendix H: continuous features are warped by a
     per-feature normalising flow and get a constrained SE kernel under a Gaussian
     (or empirical / Gaussian-mixture) measure; binary and categorical features get
-    constrained categorical kernels under their level frequencies; a Gamma(1, 0.2)
-    prior on the order variances gives MAP estimates; Sobol indices of every term
+    constrained categorical kernels under their level frequencies; a Gamma prior on
+    the order variances (parameters (1, 0.2), from the authors' code) gives MAP estimates; Sobol indices of every term
     are computed after fitting and ranked.
 
     Parameters
@@ -144,7 +144,8 @@ class OAKRegressor(BaseGPRegressor):
         the two values, so a level that training happened to miss (a rare level of
         a small data set) gets an interpolated prediction instead of an error.
     order_variance_prior : bool, default=True
-        Use the Gamma(1, 0.2) prior on :math:`\sigma_r^2` (MAP) as in the paper.
+        Use a Gamma prior on :math:`\sigma_r^2` (MAP), as the paper does (Section 5); its parameters
+        (1, 0.2) are the authors' code's.
     sobol_threshold : float, default=0.99
         Cumulative normalised Sobol mass kept in ``components_``: the shortest prefix of the
         ranking that reaches it. (OAK appendix H step 3 instead drops each term whose own index

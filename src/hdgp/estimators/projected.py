@@ -2,7 +2,7 @@
 
 Presets for every projected model of Delbridge, Bindel & Wilson (2020), Table 2:
 ``Single-RP``, ``RPA-GP-1``, ``RPA-GP-2``, ``RPA-GP-3``, ``DPA-GP``, ``RPA-GP-ARD``,
-``DPA-GP-ARD`` and ``DPA-GP-ARD-SKI``.
+``DPA-GP-ARD``, ``DPA-GP-ARD-SKI`` and ``RPA-GP-SKI``.
 """
 
 from __future__ import annotations
@@ -35,9 +35,11 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     .. math::
 
         k(x, x') = \sigma^2 \sum_{j=1}^{J} \alpha_j\,
-        \exp\!\big(-\tfrac12 \lVert P^{(j)} A (x - x') \rVert^2\big)
+        \exp\!\big(-\tfrac12 \lVert P^{(j)} A (x - x') \rVert^2 / \lambda_j^2\big)
 
-    on standardised inputs (Delbridge et al. 2020, eq. 2; Sec. 4.3 for -ARD).
+    on standardised inputs (Delbridge et al. 2020, eq. 2; Sec. 4.3 for -ARD): with ``ard=True``
+    :math:`A = \mathrm{diag}(1/\ell)` is learned and :math:`\lambda_j = 1`; otherwise :math:`A = I`
+    and each projection learns its length-scale :math:`\lambda_j`.
 
     Parameters
     ----------

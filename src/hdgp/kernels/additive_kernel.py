@@ -214,7 +214,7 @@ class AdditiveKernel(Kernel):
         Highest interaction order :math:`R`, :math:`1 \le R \le D`. Default
         :math:`\min(D, 10)`.
     order_variance_prior : gpytorch.priors.Prior, optional
-        Prior on each :math:`\sigma_r^2` (OAK uses Gamma(1, 0.2), Section 5).
+        Prior on each :math:`\sigma_r^2` (OAK: a Gamma prior, Section 5; (1, 0.2) in the authors' code).
     order_variance_constraint : gpytorch.constraints.Interval, optional
         Constraint on :math:`\sigma_r^2`, default positive on a log scale (order
         variances span many decades; L-BFGS converges much faster in log space).

@@ -66,7 +66,7 @@ class AdditiveRBFKernel(Kernel):
 
         k(x, x') = \sum_{i=1}^{d} \exp\!\left(-\frac{(x_i - x'_i)^2}{2\ell_i^2}\right)
 
-    This is the GP-GAM of Duvenaud et al. (2011, eq. 1.4 with order 1 only) and
+    This is the GP-GAM of Duvenaud et al. (2011, eq. 1.2) and
     the ``GAM`` baseline of Delbridge et al. (2020). Evaluation and gradient use
     O(n·m) memory regardless of d (GPyTorch's ``AdditiveStructureKernel`` builds
     a d×n×m tensor). It has no output scale: wrap it in ``ScaleKernel``.

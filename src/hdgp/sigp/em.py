@@ -6,7 +6,7 @@ Model (Sec. 4): :math:`y = D\theta + P\bar\beta + \gamma` with :math:`P = HKW`
 :math:`\bar\beta \sim N(0, \Sigma_\beta)`, :math:`\gamma \sim N(0,\sigma^2 I)`
 and the mean :math:`\mu = D\theta = c\mathbf 1 + Z\alpha` (the paper's
 :math:`\mu(Z) = Z\alpha + c\mathbf 1`). The marginal covariance is
-:math:`G = P\Sigma_\beta P^\top + \sigma^2 I` (eq. 13).
+:math:`G = P\Sigma_\beta P^\top + \sigma^2 I` (defined before eq. 9).
 
 Every quantity is computed from the Woodbury form of :math:`G^{-1}` (eq. 13),
 written with :math:`R = P\Sigma_\beta^{1/2}` so that a singular
@@ -284,7 +284,7 @@ def fit_constant_mean(P: torch.Tensor, y: torch.Tensor, *, min_noise: float = 1e
     coordinates :math:`z` the model is :math:`z \sim N(0, S + \sigma^2 I_k)` with
     :math:`S = R\Sigma_\beta R^\top` free (positive semi-definite), the other
     :math:`n - k` directions are pure noise, and :math:`\mathbf 1` carries no
-    variance beyond :math:`\sigma^2`. Hence :math:`\hat c = \bar y` (eq. 14 with
+    variance beyond :math:`\sigma^2`. Hence :math:`\hat c = \bar y` (the :math:`c^\star` formula before eq. 14, with
     :math:`G^{-1}\mathbf 1 = \mathbf 1/\sigma^2`) and
 
     .. math::
