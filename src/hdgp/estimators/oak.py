@@ -28,7 +28,8 @@ __all__ = ["OAKRegressor"]
 _MEASURES = ("gaussian", "empirical", "gmm")
 #: Engines whose posterior exposes support points and weights for the Sobol indices.
 _INFERENCE = ("auto", "exact", "sparse", "variational")
-#: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5; these values: authors' code).
+#: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5;
+#: these values: the authors' code).
 _ORDER_PRIOR = (1.0, 0.2)
 #: From this many continuous features on, OAK is also fitted from a smooth start and the better
 #: MAP objective kept. The authors' start (every length-scale 1 on the flow-warped inputs) was made
