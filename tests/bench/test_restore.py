@@ -1,5 +1,6 @@
 """Restoring a results database from a committed report folder (tasks.csv + runs.csv)."""
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -131,3 +132,25 @@ def test_a_command_run_twice_is_restored_as_two_runs(tiny_protocol, protocol_fil
     assert restore_store("tiny", report, fresh)["runs"] == 0  # restoring again adds nothing
     with ResultStore(fresh) as store:
         assert list(store.runs("tiny")["command"]) == ["hdgp bench run tiny --rerun"] * 2
+
+
+def test_a_row_without_a_recorded_version_stays_unknown(tiny_protocol, protocol_file, tmp_path):
+    """A folder with per-row versions: a row whose version was not recorded is not stamped with the
+    commit of the report header (the last task's), which did not make it."""
+    path = str(protocol_file(tiny_protocol()))
+    db = tmp_path / "r.sqlite"
+    run_protocol(path, workers=0, db=db, progress=False, command="first")
+    report = tmp_path / "report"
+    make_report(path, db=db, out_dir=report, plots=False)
+    tasks = pd.read_csv(report / "tasks.csv")
+    tasks.loc[0, "versions"] = np.nan
+    tasks.to_csv(report / "tasks.csv", index=False)
+    fresh = tmp_path / "fresh.sqlite"
+    restore_store("tiny", report, fresh)
+    with ResultStore(fresh) as store:
+        versions = store.frame("tiny").set_index(["model", "split"])["versions"]
+    key = tuple(tasks.loc[0, ["model", "split"]])
+    assert not versions[key] and all(v and "hdgp_git" in v for k, v in versions.items() if k != key)
+    again = tmp_path / "again"
+    make_report(path, db=fresh, out_dir=again, plots=False)
+    assert "unknown: 1 task(s)" in (again / "report.md").read_text()

@@ -140,9 +140,12 @@ def restore_store(protocol: str, folder, db) -> dict:
     if not tasks_csv.is_file():
         raise FileNotFoundError(f"No {str(tasks_csv)!r} to restore from; run `hdgp bench report {protocol}` "
                                 "where the results are, or pass --from.")
-    records = _task_records(pd.read_csv(tasks_csv), protocol)
+    table = pd.read_csv(tasks_csv)
+    records = _task_records(table, protocol)
     environment = _report_environment(folder / "report.md")
-    if "versions" in environment:  # one set for every row: say so where a row carries it
+    if "versions" in table.columns:  # per-row versions: a row without one stays unknown
+        environment.pop("versions", None)
+    elif "versions" in environment:  # an older folder: one set for every row, said so where a row carries it
         environment["versions"] = {**environment["versions"], "recorded": "report header"}
     for record in records:
         for key, value in environment.items():
