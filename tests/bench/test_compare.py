@@ -79,3 +79,20 @@ def test_failed_tasks_are_not_aggregated():
     res.loc[2, "status"] = "failed"
     agg = aggregate(res, ["rmse"])
     assert agg["n"].iloc[0] == 2 and agg["mean"].iloc[0] == pytest.approx(0.15)
+
+
+def test_seeds_on_one_split_are_one_value_of_the_test():
+    """Two seeds on each of 10 splits: the reported n, mean and std are over the 20 runs, the test
+    sample is the 10 per-split means (runs on one split share its data)."""
+    rng = np.random.default_rng(3)
+    split_effect = 0.05 * rng.standard_normal(10)
+    runs = pd.concat([_results(0.3 + split_effect + 0.005 * rng.standard_normal(10)).assign(seed=seed)
+                      for seed in (0, 1)], ignore_index=True)
+    agg = aggregate(runs, ["rmse"]).iloc[0]
+    assert agg["n"] == 20 and agg["mean"] == pytest.approx(runs["metric_rmse"].mean())
+    per_split = runs.groupby("split")["metric_rmse"].mean().to_numpy()
+    np.testing.assert_allclose(agg["values"], per_split)
+    p = worse_p_value(agg["values"], 0.28, 0.04, 20, lower_is_better=True)
+    ref = stats.ttest_ind_from_stats(per_split.mean(), per_split.std(ddof=1), 10, 0.28, 0.04, 20,
+                                     equal_var=False, alternative="greater")
+    assert p == pytest.approx(ref.pvalue, rel=1e-10)

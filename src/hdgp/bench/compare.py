@@ -25,7 +25,8 @@ HIGHER_IS_BETTER = frozenset({"f1", "accuracy", "auc"})  # coverage95 has a targ
 
 
 def aggregate(results: pd.DataFrame, metrics) -> pd.DataFrame:
-    """Mean, std (ddof=1) and count per (dataset, model, metric) over splits and seeds of done tasks."""
+    """Mean, std (ddof=1) and count per (dataset, model, metric) over splits and seeds of done tasks;
+    ``values`` (what :func:`compare` tests) holds one mean per split."""
     rows = []
     done = results[results["status"] == "done"]
     for (dataset, model), grp in done.groupby(["dataset", "model"], sort=True):
@@ -33,13 +34,17 @@ def aggregate(results: pd.DataFrame, metrics) -> pd.DataFrame:
             col = f"metric_{metric}"
             if col not in grp:
                 continue
-            values = grp[col].dropna().to_numpy(float)
+            scored = grp[grp[col].notna()]
+            values = scored[col].to_numpy(float)
             if values.size == 0:
                 continue
             rows.append({"dataset": dataset, "model": model, "metric": metric, "n": int(values.size),
                          "mean": float(values.mean()),
                          "std": float(values.std(ddof=1)) if values.size > 1 else float("nan"),
-                         "values": values})
+                         # the test's sample: one value per split (runs of other seeds on the same split
+                         # share its data and are far from independent)
+                         "values": scored.groupby("split")[col].mean().to_numpy(float)
+                         if "split" in scored else values})
     return pd.DataFrame(rows, columns=["dataset", "model", "metric", "n", "mean", "std", "values"])
 
 

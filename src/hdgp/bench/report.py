@@ -148,7 +148,8 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
               "of its runs, their mean taken to spread as ours, so that a paper number from one test split is "
               "one draw; otherwise a one-sample test against the paper's mean; with a single result of ours, "
               "our value is at least as good). "
-              "Spreads are 2·std over splits (and seeds). With few splits (small n) the test has little power, "
+              "Spreads are 2·std over splits (and seeds); the test takes one value per split (the mean over "
+              "its seeds). With few splits (small n) the test has little power, "
               "so a bold entry there means only \"not shown to be worse\".", ""]
     return lines
 
