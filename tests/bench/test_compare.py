@@ -96,3 +96,16 @@ def test_seeds_on_one_split_are_one_value_of_the_test():
     ref = stats.ttest_ind_from_stats(per_split.mean(), per_split.std(ddof=1), 10, 0.28, 0.04, 20,
                                      equal_var=False, alternative="greater")
     assert p == pytest.approx(ref.pvalue, rel=1e-10)
+
+
+def test_a_zero_predictive_std_leaves_out_nlpd_with_a_warning():
+    from hdgp.bench.task import _regression_metrics
+
+    class Degenerate:
+        def predict(self, X, return_std=False):
+            mean = np.zeros(len(X))
+            return (mean, np.where(np.arange(len(X)) == 0, 0.0, 1.0)) if return_std else mean
+
+    with pytest.warns(RuntimeWarning, match="1 of 4 predictive standard deviations are not positive"):
+        scores = _regression_metrics(Degenerate(), np.zeros((4, 1)), np.ones(4))
+    assert set(scores) == {"rmse", "mse"}

@@ -157,6 +157,9 @@ def _regression_metrics(est, X, y) -> dict:
         if np.all(std > 0):
             out["nlpd"] = metrics.nlpd(y, mean, std)
             out["coverage95"] = metrics.interval_coverage(y, mean, std)
+        else:  # recorded with the task's warnings, so the missing NLPD is explained in the store
+            warnings.warn(f"{int(np.sum(~(std > 0)))} of {std.size} predictive standard deviations are not "
+                          "positive: NLPD and coverage95 not computed.", RuntimeWarning)
     return out
 
 
