@@ -54,7 +54,8 @@ _START_SAMPLE = 20000
 #: Starting points (a, log b, ε, log δ) of the flow's fit: the identity first (kept unless another
 #: start ends lower), then skewed and heavier- or lighter-tailed ones, because the objective has
 #: local minima for heavy-tailed data (a one-start fit of -Pareto(1) data stopped at 1.7 nats
-#: above a minimum inside the same bounds).
+#: above a minimum inside the same bounds). Cost, one thread (*ad hoc*): about 0.1 s per feature at
+#: 2,000 rows (0.01 s with one start) and 0.9 s at 40,000 (0.1 s); small beside any GP fit of that size.
 _FLOW_STARTS = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -2.0, -1.0], [0.0, 0.0, 2.0, -1.0],
                          [0.0, 0.0, -2.0, 0.5], [0.0, 0.0, 2.0, 0.5]])
 
