@@ -166,8 +166,12 @@ def test_auto_refuses_a_parameter_no_candidate_has(tmp_path):
     with pytest.raises(ValueError, match="No candidate model .* 'max_itr'"):
         select_model(X, y, schema, params={"max_itr": 20}, candidates=["Linear", "OAK"])
     # a parameter of one candidate only (max_order: OAK) is fine, and reaches that one
-    name, rows = select_model(X, y, schema, params={"max_iter": 5, "max_order": 1}, candidates=["Linear", "OAK"])
+    messages = []
+    name, rows = select_model(X, y, schema, params={"max_iter": 5, "max_order": 1}, candidates=["Linear", "OAK"],
+                              progress=messages.append)
     assert all(r["error"] is None for r in rows)
+    assert "-p max_order applies to OAK only (the other candidates have no such parameter)" in messages
+    assert not any(m.startswith("-p max_iter") for m in messages)  # both candidates take max_iter
 
 
 def test_a_level_seen_only_in_held_out_rows_moves_to_training():

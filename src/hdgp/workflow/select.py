@@ -162,6 +162,10 @@ def _select(X, y, schema, *, params, random_state, progress, candidates):
     if unknown:  # a typo would otherwise be dropped by every candidate in silence
         raise ValueError(f"No candidate model ({', '.join(candidates)}) has the parameter(s) "
                          f"{', '.join(map(repr, unknown))}. Their parameters: {', '.join(sorted(accepted))}.")
+    for key in params or {}:
+        takers = [name for name in candidates if key in _parameters(name)]
+        if len(takers) < len(candidates):
+            progress(f"-p {key} applies to {', '.join(takers)} only (the other candidates have no such parameter)")
     n_val, n_classes = math.ceil(VALIDATION_FRACTION * n), len(schema.classes)
     stratify = y if classify and np.bincount(y).min() >= 2 and min(n_val, n - n_val) >= n_classes else None
     fit_idx, val_idx = train_test_split(np.arange(n), test_size=VALIDATION_FRACTION, random_state=random_state,
