@@ -195,6 +195,17 @@ def test_interval_columns_name_the_level_exactly(level, name):
     assert (frame[f"upper_{name}"] > frame[f"lower_{name}"]).all()
 
 
+def test_parquet_output_without_an_engine_fails_before_predicting(files, diabetes_fit, tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a, **k: None if name in ("pyarrow", "fastparquet") else real(name, *a, **k))
+    result = _run("predict", diabetes_fit[0], files / "diabetes.csv", "-o", tmp_path / "p.parquet")
+    assert result.exit_code == 1 and "needs a Parquet engine: pip install pyarrow" in result.output
+    assert "predicting" not in result.output and not (tmp_path / "p.parquet").exists()
+
+
 def test_predict_errors_leave_no_output(files, diabetes_fit, regions_fit, tmp_path):
     model = diabetes_fit[0]
     frame = pd.read_csv(files / "diabetes.csv").drop(columns="bmi")

@@ -7,6 +7,7 @@ or, with ``--json``, as one JSON document.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import sys
@@ -266,6 +267,9 @@ def predict(model_file, data, output, id_column, sep, na_values, level, as_json,
 
     out = Path(output)
     _output_ok(out, "predictions", tuple(TABLE_FORMATS), inputs=(data, model_file))
+    kind = TABLE_FORMATS[out.suffix.lower()]
+    if kind == "parquet" and not any(importlib.util.find_spec(m) for m in ("pyarrow", "fastparquet")):
+        raise click.ClickException(f"Writing {out} needs a Parquet engine: pip install pyarrow, or write a .csv file.")
     say = _progress(quiet)
     tm = _load_table_model(model_file)
     if tm.task == "classification" and click.get_current_context().get_parameter_source("level").name != "DEFAULT":
@@ -277,16 +281,11 @@ def predict(model_file, data, output, id_column, sep, na_values, level, as_json,
         table = tm.predict(frame, level=level, id_column=id_column)
     except (TableError, ValueError, TypeError, FloatingPointError) as exc:
         _fail(exc)
-    kind = TABLE_FORMATS[out.suffix.lower()]
     if kind == "parquet":
         import io
 
         buffer = io.BytesIO()
-        try:
-            table.to_parquet(buffer, index=False)
-        except ImportError as exc:
-            raise click.ClickException(f"Writing {out} needs a Parquet engine: pip install pyarrow, "
-                                       "or write a .csv file.") from exc
+        table.to_parquet(buffer, index=False)
         payload = buffer.getvalue()
     else:
         payload = table.to_csv(index=False, sep="\t" if kind == "tsv" else ",").encode("utf-8")
