@@ -321,7 +321,7 @@ def test_multiclass_truncation_keeps_each_classes_own_ranking(tmp_path):
     (lambda clf, X, y: clf.truncation_curve(X, y, max_terms=0), "max_terms must be a positive integer"),
     (lambda clf, X, y: clf.truncation_curve(X, y[:-1]), "rows but y has"),
     (lambda clf, X, y: clf.predict_proba_truncated(X, terms=["a", ("a",)]), "more than once"),
-    (lambda clf, X, y: clf.predict_truncated(X, terms=["e"]), "e"),
+    (lambda clf, X, y: clf.predict_truncated(X, terms=["e"]), "Unknown column 'e'"),
 ])
 def test_truncation_rejects_bad_input(latent_fit, call, match):
     clf, frame, y = latent_fit
