@@ -532,6 +532,13 @@ class OAKRegressor(BaseGPRegressor):
                              "distinct features, e.g. ('x0', 'x1') for the interaction of x0 and x1.")
         return tuple(indices)
 
+    def _terms(self, terms) -> list[tuple[int, ...]]:
+        """A list of terms (names or indices) as sorted index tuples, each at most once."""
+        terms = [self._term(t) for t in terms]
+        if len(set(terms)) < len(terms):
+            raise ValueError("terms lists a term more than once; each term enters the mean once.")
+        return terms
+
     # -------------------------------------------------------- explanations
     def predict_component(self, X, term, return_std: bool = False):
         r"""Posterior mean (and std) of the component :math:`f_u`, in the units of ``y``.
@@ -557,9 +564,7 @@ class OAKRegressor(BaseGPRegressor):
     def predict_truncated(self, X, terms=None):
         """Posterior mean using only ``terms`` (default ``components_``) plus the constant."""
         Xt = self._prepare_predict_inputs(X)
-        terms = self.components_ if terms is None else [self._term(t) for t in terms]
-        if len(set(terms)) < len(terms):
-            raise ValueError("terms lists a term more than once; each term enters the mean once.")
+        terms = self.components_ if terms is None else self._terms(terms)
         return explain.truncated_mean(self.posterior_, terms, Xt).cpu().numpy() * self.y_scale_ + self.y_mean_
 
     def truncation_curve(self, X, y, max_terms: int = 50):

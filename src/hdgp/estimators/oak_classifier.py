@@ -170,7 +170,7 @@ class OAKClassifier(GPClassifier):
             self.sobol_.append(result)
             indices.append({tuple(names[i] for i in u): float(v) for u, v in zip(result.terms, result.values)})
         orders = np.stack([r.by_order.cpu().numpy() for r in self.sobol_])
-        components = [explain.select_terms(result, self.sobol_threshold) for result in self.sobol_]
+        components = self._selected_terms()
         self.sobol_indices_ = indices[0] if len(indices) == 1 else indices
         self.sobol_order_ = orders[0] if len(indices) == 1 else orders
         self.components_ = components[0] if len(indices) == 1 else components
@@ -199,6 +199,7 @@ class OAKClassifier(GPClassifier):
 
     # a term's feature indices from names or indices, as the regressor reads them
     _term = OAKRegressor._term
+    _terms = OAKRegressor._terms
     _column_index = OAKRegressor._column_index
 
     def predict_component(self, X, term, *, class_label=None, return_std: bool = False):
@@ -234,12 +235,13 @@ class OAKClassifier(GPClassifier):
         check_is_fitted(self, "posteriors_")
         if terms is None:
             if not hasattr(self, "components_"):  # a model file written before components_ existed
-                return [explain.select_terms(result, self.sobol_threshold) for result in self.sobol_]
+                return self._selected_terms()
             return [self.components_] if len(self.posteriors_) == 1 else list(self.components_)
-        terms = [self._term(t) for t in terms]
-        if len(set(terms)) < len(terms):
-            raise ValueError("terms lists a term more than once; each term enters the latent mean once.")
-        return [terms] * len(self.posteriors_)
+        return [self._terms(terms)] * len(self.posteriors_)
+
+    def _selected_terms(self) -> list:
+        """Per binary problem, the top-ranked terms reaching ``sobol_threshold``."""
+        return [explain.select_terms(result, self.sobol_threshold) for result in self.sobol_]
 
     def predict_proba_truncated(self, X, terms=None) -> np.ndarray:
         r"""Class probabilities of the model truncated to ``terms`` (OAK appendix H step 5).

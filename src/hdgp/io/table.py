@@ -511,12 +511,12 @@ class TableSchema:
             else:
                 kinds[c] = "numeric"
             if c in categorical and (n_levels := s.nunique()) > max(max_levels, len(s) // 2):
+                fix = (f"Leave it numeric (remove --categorical {c})" if pd.api.types.is_numeric_dtype(s)
+                       else f"Leave it out (remove --categorical {c}; --drop {c})")
                 raise TableError(
                     f"Column {c!r} was declared categorical, but holds {n_levels} distinct values in {len(s)} "
                     "rows: most rows would be a category of their own, which no model can learn from (and a "
-                    f"value not seen in fitting would be refused at prediction). Leave it "
-                    f"{'numeric' if pd.api.types.is_numeric_dtype(s) else 'out'} (remove --categorical {c}"
-                    f"{'' if pd.api.types.is_numeric_dtype(s) else f'; --drop {c}'}), or group its values first."
+                    f"value not seen in fitting would be refused at prediction). {fix}, or group its values first."
                 )
             if kinds[c] == "categorical":
                 # a pandas categorical's unused categories are not levels: no training row holds them
