@@ -10,6 +10,7 @@ from click.testing import CliRunner
 
 import hdgp
 from hdgp.cli import main
+from hdgp.io import TableError
 from hdgp.workflow import fit_table, learned_quantities, select_model
 from hdgp.workflow import select as select_module
 
@@ -80,6 +81,21 @@ def test_tabular_model_pandas_in_pandas_out():
     assert np.all(pred["lower_50"] < pred["mean"]) and np.all(pred["mean"] < pred["upper_50"])
     assert "held-out: rmse" in repr(tm)
     assert set(tm.metadata["metrics"]) >= {"rmse", "nlpd", "coverage_50", "coverage_90", "coverage_95"}
+
+
+@pytest.mark.parametrize("task", ["regression", "classification"])
+def test_an_id_column_named_like_a_prediction_column_is_refused_before_predicting(task, monkeypatch):
+    frame = FRAME.assign(y=FRAME["y"] > FRAME["y"].median()) if task == "classification" else FRAME
+    tm = fit_table(frame, "y", model="linear" if task == "regression" else "sigp-classifier",
+                   params={} if task == "regression" else {"rank": 1, "lengthscale": 2.0, "eta": 1e-3}, test_size=0)
+    clash = "upper_90" if task == "regression" else "proba_True"
+    new = FRAME.drop(columns="y").assign(**{clash: np.arange(len(FRAME))})
+    calls = []
+    monkeypatch.setattr(type(tm.estimator), "predict", lambda *a, **k: calls.append(a), raising=False)
+    monkeypatch.setattr(type(tm.estimator), "predict_proba", lambda *a, **k: calls.append(a), raising=False)
+    with pytest.raises(TableError, match=f"id column '{clash}' has the name of a prediction column"):
+        tm.predict(new, level=0.9, id_column=clash)
+    assert calls == []
 
 
 def test_select_model_keeps_best_calibrated_validation_log_density():

@@ -1,4 +1,4 @@
-"""Aggregate stored results per (data set, model) and compare them with paper numbers.
+r"""Aggregate stored results per (data set, model) and compare them with paper numbers.
 
 "Match or beat" is decided by a one-sided test of the hypothesis that we are
 *worse* than the paper: with the paper's spread and repetitions known, Welch's

@@ -153,9 +153,15 @@ def evaluate_classifier(est, X, codes, n_classes: int) -> tuple[dict, np.ndarray
 
 def proba_frame(schema, proba: np.ndarray, index=None) -> pd.DataFrame:
     """Predicted label and one ``proba_<label>`` column per class, labels as in the training table."""
+    label, *columns = proba_columns(schema)
+    out = pd.DataFrame({label: schema.class_labels(np.argmax(proba, axis=1))}, index=index)
+    for k, column in enumerate(columns):
+        out[column] = proba[:, k]
+    return out
+
+
+def proba_columns(schema) -> list[str]:
+    """The columns of :func:`proba_frame`: ``label`` and ``proba_<label>`` per class."""
     if not schema.classes:
         raise TableError("This model was not fitted to a classification target.")
-    out = pd.DataFrame({"label": schema.class_labels(np.argmax(proba, axis=1))}, index=index)
-    for k, label in enumerate(schema.classes):
-        out[f"proba_{_level_label(label)}"] = proba[:, k]
-    return out
+    return ["label", *(f"proba_{_level_label(label)}" for label in schema.classes)]

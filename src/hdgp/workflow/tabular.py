@@ -11,7 +11,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from ..io.table import TableError, TableSchema
-from .classification import predict_proba_codes, proba_frame
+from .classification import predict_proba_codes, proba_columns, proba_frame
 from .summary import summarize
 
 __all__ = ["TabularModel", "predict_frame"]
@@ -40,15 +40,20 @@ def predict_frame(est, X, *, level: float = 0.95) -> pd.DataFrame:
     >>> hdgp.workflow.predict_frame(est, X.head(2)).index.tolist()
     ['r0', 'r1']
     """
+    z, lower, upper = _interval(level)
+    mean, std = est.predict(X, return_std=True)
+    index = X.index if isinstance(X, (pd.DataFrame, pd.Series)) else None
+    return pd.DataFrame({"mean": mean, "std": std, lower: mean - z * std, upper: mean + z * std}, index=index)
+
+
+def _interval(level: float) -> tuple[float, str, str]:
+    """The normal quantile z of a central ``level`` interval and its two column names."""
     z = norm.ppf(0.5 + level / 2) if 0 < level < 1 else np.nan
     if not np.isfinite(z):  # 1 - 1e-16 rounds 0.5 + level/2 to 1: an infinite interval
         raise ValueError(f"level must be between 0 and 1 (e.g. 0.95), and not so close to 1 that the interval "
                          f"is infinite; got {level!r}.")
-    mean, std = est.predict(X, return_std=True)
     pct = f"{100 * level:.10g}".replace(".", "_")  # 0.9999999999 -> 99_99999999, not 100
-    index = X.index if isinstance(X, (pd.DataFrame, pd.Series)) else None
-    return pd.DataFrame({"mean": mean, "std": std, f"lower_{pct}": mean - z * std, f"upper_{pct}": mean + z * std},
-                        index=index)
+    return z, f"lower_{pct}", f"upper_{pct}"
 
 
 class TabularModel:
@@ -145,8 +150,12 @@ class TabularModel:
         Classification: ``[id_column,] label, proba_<class>...``, the most probable
         class (a label as in the training table) and one probability per class.
         """
-        if id_column is not None and id_column not in frame.columns:
-            raise TableError(f"The id column {id_column!r} is not in the table. Columns: {', '.join(map(repr, frame.columns))}.")
+        if id_column is not None:
+            if id_column not in frame.columns:
+                raise TableError(f"The id column {id_column!r} is not in the table. "
+                                 f"Columns: {', '.join(map(repr, frame.columns))}.")
+            if id_column in self._prediction_columns(level):  # checked before the (possibly long) prediction
+                raise TableError(f"The id column {id_column!r} has the name of a prediction column; rename it.")
         if self.task == "classification":
             out = self.predict_proba(frame)
         else:
@@ -154,10 +163,14 @@ class TabularModel:
             if not np.all(np.isfinite(out[["mean", "std"]].to_numpy())):
                 raise FloatingPointError("The model produced non-finite predictions; refit it (see `hdgp fit --help`).")
         if id_column is not None:
-            if id_column in out.columns:
-                raise TableError(f"The id column {id_column!r} has the name of a prediction column; rename it.")
             out.insert(0, id_column, frame[id_column].to_numpy())
         return out
+
+    def _prediction_columns(self, level: float) -> list[str]:
+        """The columns :meth:`predict` returns (without the id column)."""
+        if self.task == "classification":
+            return proba_columns(self.schema)
+        return ["mean", "std", *_interval(level)[1:]]
 
     def predict_proba(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Class probabilities per row (classification only).
