@@ -77,15 +77,9 @@ def expand_degrees(degree, n_projections: int) -> tuple[int, ...]:
     return degrees
 
 
-def _check_dims(n_features: int, degrees: Sequence[int]) -> None:
+def _check_features(n_features: int) -> None:
     if int(n_features) < 1:
         raise ValueError(f"n_features must be >= 1, got {n_features!r}.")
-    too_big = [D for D in degrees if D > n_features]
-    if too_big:
-        raise ValueError(
-            f"sub-kernel degree {max(too_big)} exceeds the input dimension d={n_features}; "
-            "a projection cannot have more output than input dimensions."
-        )
 
 
 def random_directions(
@@ -116,7 +110,7 @@ def random_directions(
         from :math:`\\mathcal N(0, 1/D_j)`.
     """
     degrees = tuple(int(D) for D in degrees)
-    _check_dims(n_features, degrees)
+    _check_features(n_features)
     rng = check_random_state(random_state)
     scale = np.repeat([1.0 / math.sqrt(D) for D in degrees], degrees)
     P = rng.standard_normal((sum(degrees), n_features)) * scale[:, None]
@@ -168,7 +162,7 @@ def diverse_directions(
     """
     if int(n_directions) < 1:
         raise ValueError(f"n_directions must be >= 1, got {n_directions!r}.")
-    _check_dims(n_features, (1,))
+    _check_features(n_features)
     rng = check_random_state(random_state)
     V = torch.as_tensor(rng.standard_normal((n_features, n_directions)), dtype=torch.float64)
     if n_directions <= n_features:

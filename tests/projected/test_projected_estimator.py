@@ -109,11 +109,21 @@ def test_single_feature_works():
     assert np.abs(est.predict(X) - np.sin(2 * X[:, 0])).max() < 0.1
 
 
+def test_degree_above_the_number_of_features_warns_and_fits():
+    # the paper's RPA-GP-3 has degree-6 projections on its 4- and 5-feature sets
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 3))
+    y = np.sin(X[:, 0]) + X[:, 1] * X[:, 2]
+    with pytest.warns(hdgp.exceptions.HDGPWarning, match="degree 5 exceeds the number of features"):
+        est = ProjectedAdditiveGPRegressor(2, degree=5, directions="random", ard=False, random_state=0).fit(X, y)
+    assert est.projections_.shape == (10, 3) and est.degrees_ == (5, 5)
+    assert np.sqrt(np.mean((est.predict(X) - y) ** 2)) < 0.2 * y.std()
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
         (dict(n_projections=0), "n_projections"),
-        (dict(degree=5, directions="random"), "exceeds the number of features"),
         (dict(directions="sobol"), "directions"),
         (dict(degree=2), "diverse"),
         (dict(degree=2, directions="random", inference="ski"), "ski"),

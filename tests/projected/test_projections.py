@@ -36,9 +36,12 @@ def test_random_directions_are_seeded_and_have_variance_one_over_degree():
         assert abs(var * D - 1.0) < 0.03  # 4000*#rows draws: std error ~1 %
 
 
-def test_degree_larger_than_dimension_is_rejected():
-    with pytest.raises(ValueError, match="exceeds the input dimension"):
-        random_directions(2, (3,))
+def test_random_directions_may_have_more_rows_than_features():
+    # eq. 4 puts no bound on D_j: the paper's RPA-GP-3 has degree-6 projections on 4 features
+    P = random_directions(2, (3, 1), random_state=0)
+    assert P.shape == (4, 2) and torch.linalg.matrix_rank(P[:3]).item() == 2
+    with pytest.raises(ValueError, match="n_features must be >= 1"):
+        random_directions(0, (1,))
 
 
 def test_diverse_directions_orthonormal_when_few():

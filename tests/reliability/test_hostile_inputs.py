@@ -132,7 +132,7 @@ def test_tiny_n_and_extreme_target_scales(name):
 @pytest.mark.parametrize("name", PRESETS)
 def test_non_finite_and_malformed_inputs_raise_value_error(name):
     rng = np.random.default_rng(4)
-    X = rng.normal(size=(8, 6))  # six features: every preset (RPA-GP-3 needs d >= 6) fits the clean data
+    X = rng.normal(size=(8, 6))  # six features: RPA-GP-3 (degrees up to 6) fits without its degree > d warning
     y = target_for(name, X)
     for bad in (np.where(np.eye(8, 6) > 0, np.nan, X), np.where(np.eye(8, 6) > 0, np.inf, X), X[:, 0], X[:0],
                 X[:, :0]):

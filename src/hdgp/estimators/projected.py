@@ -8,11 +8,13 @@ Presets for every projected model of Delbridge, Bindel & Wilson (2020), Table 2:
 from __future__ import annotations
 
 import numbers
+import warnings
 
 import numpy as np
 import torch
 from gpytorch.kernels import Kernel, ScaleKernel
 
+from ..exceptions import HDGPWarning
 from ..inference import ENGINES
 from ..inference.ski import SKIProjectedGPModel
 from ..kernels import log_positive
@@ -191,11 +193,12 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         d = X.shape[-1]
         degrees = self._degrees()
-        if max(degrees) > d:
-            raise ValueError(
-                f"degree {max(degrees)} exceeds the number of features ({d}); a projection cannot "
-                "have more output than input dimensions. Lower `degree`."
-            )
+        if max(degrees) > d:  # only random directions reach here (diverse ones are 1-D)
+            warnings.warn(
+                f"degree {max(degrees)} exceeds the number of features ({d}): each such sub-kernel is an RBF "
+                "kernel on all features with the random metric PᵀP (rank d), as in the paper's RPA-GP-3 on its "
+                "4- and 5-feature sets (eq. 4 puts no bound on D_j). Lower `degree` for low-dimensional "
+                "projections.", HDGPWarning, stacklevel=2)
         kw = dict(dtype=X.dtype, device=X.device)
         seed = self._direction_seed()
         if self.directions == "diverse":
@@ -230,7 +233,7 @@ _PRESETS = {
                         n_projections=20, directions="random", ard=False),
     "RPA-GP-2": _preset("Gaussian random projections of degrees 4x1, 4x2, 4x3 (RBF sub-kernels).",
                         n_projections=None, degree=[(4, 1), (4, 2), (4, 3)], directions="random", ard=False),
-    "RPA-GP-3": _preset("Gaussian random projections of degrees 3x1, 3x2, 3x3, 2x4, 2x5, 1x6 (needs d >= 6).",
+    "RPA-GP-3": _preset("Gaussian random projections of degrees 3x1, 3x2, 3x3, 2x4, 2x5, 1x6 (degrees above d warn).",
                         n_projections=None, degree=_RPA3, directions="random", ard=False),
     "RPA-GP-SKI": _preset("RPA-GP-1 with additive SKI inference (512-point grid per projection).",
                           n_projections=20, directions="random", ard=False, inference="ski"),
