@@ -56,6 +56,19 @@ def test_report_puts_paper_numbers_beside_ours_and_bolds_matches(tiny_protocol, 
     assert paths["tasks_csv"].is_file() and len(pd.read_csv(paths["tasks_csv"])) == 30
 
 
+def test_report_names_cells_not_run_and_their_paper_numbers(tiny_protocol, protocol_file, reference_folder,
+                                                             tmp_path):
+    path = _protocol(tiny_protocol, protocol_file)
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "GAM", [0.2, 0.3])  # Linear and Other never ran
+    md = make_report(path, db=db, out_dir=tmp_path / "out", reference_dir=reference_folder)["markdown"].read_text()
+    not_run = md.split("## Not run yet")[1].split("##")[0]
+    assert "- Linear: bach" in not_run and "- Other: bach" in not_run and "GAM" not in not_run
+    paper_only = md.split("## Paper numbers without a result of ours here")[1].split("##")[0]
+    assert "| bach | Linear | rmse | 0.500 ± 0.100 |" in paper_only and "| bach | Other |" in paper_only
+
+
 def test_report_of_a_real_run_lists_the_command_and_failures(tiny_protocol, protocol_file, tmp_path):
     spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
                                  {"label": "Broken", "preset": "Linear", "params": {"max_iter": -3}}], splits=(0,))

@@ -89,10 +89,31 @@ def _failures(results: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
-def _paper_only(cmp: pd.DataFrame, reference: pd.DataFrame, datasets, models) -> list[str]:
+def _planned_cells(proto) -> list[tuple[str, str]]:
+    """The protocol's (data set, model label) cells, in protocol order."""
+    return [(d.name, m.label) for m in proto.models for d in proto.datasets if m.runs_on(d)]
+
+
+def _not_run(proto, results: pd.DataFrame) -> list[str]:
+    """Cells of the protocol without any stored task, per model: a partial run stays visible."""
+    have = set(zip(results["dataset"], results["model"]))
+    missing: dict[str, list[str]] = {}
+    for dataset, model in _planned_cells(proto):
+        if (dataset, model) not in have:
+            missing.setdefault(model, []).append(dataset)
+    if not missing:
+        return []
+    lines = ["## Not run yet", "", f"Cells of the protocol without a stored task (`hdgp bench run {proto.name} "
+             "--dry-run` lists them):", ""]
+    return lines + [f"- {model}: {', '.join(datasets)}" for model, datasets in missing.items()] + [""]
+
+
+def _paper_only(cmp: pd.DataFrame, reference: pd.DataFrame, planned) -> list[str]:
+    """Paper numbers of the protocol's cells that have no result of ours (not run, or every task failed)."""
     have = set(zip(cmp["dataset"], cmp["model"], cmp["metric"]))
-    rows = reference[reference["dataset"].isin(datasets) & reference["model"].isin(models)]
-    missing = [r for r in rows.itertuples() if (r.dataset, r.model, r.metric) not in have]
+    planned = set(planned)
+    missing = [r for r in reference.itertuples()
+               if (r.dataset, r.model) in planned and (r.dataset, r.model, r.metric) not in have]
     if not missing:
         return []
     lines = ["## Paper numbers without a result of ours here", "",
@@ -238,7 +259,8 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         lines += _metric_table(cmp, metric, dataset_order, model_order)
     lines += _timing_table(results, dataset_order, model_order)
     lines += _failures(results)
-    lines += _paper_only(cmp, reference, set(results["dataset"]), set(results["model"]))
+    lines += _not_run(proto, results)
+    lines += _paper_only(cmp, reference, _planned_cells(proto))
     paths = {"markdown": out / "report.md", "summary_csv": out / "summary.csv", "tasks_csv": out / "tasks.csv",
              "runs_csv": out / "runs.csv", "plots": []}
     if plots:
