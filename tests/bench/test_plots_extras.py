@@ -170,6 +170,23 @@ def test_sobol_by_order_reads_the_stored_vector(tmp_path, saved_figures):
     np.testing.assert_allclose([bar.get_height() for bar in ax.patches], [0.8, 0.15, 0.05])
 
 
+def test_report_counts_fits_whose_low_orders_miss_the_fig4_threshold(tmp_path):
+    oak = get_protocol("oak-table5")
+    db = tmp_path / "r.sqlite"
+    fits = {"housing": ([0.8, 0.15, 0.04, 0.01], [0.5, 0.2, 0.2, 0.1]),   # 0.99 and 0.90 in orders <= 3
+            "energy": ([2.0, 0.0, 0.0, 0.0], [1.0, 1.0, 0.0, 0.0])}
+    with ResultStore(db, writer=True) as store:
+        for dataset, shares in fits.items():
+            for split, v in enumerate(shares):
+                _write(store, oak.name, dataset, "OAK", split, 0.3,
+                       hp={"sobol_order_": v, "likelihood.noise_covar.noise": 0.1 * (split + 1)})
+    md = make_report(oak, db=db, out_dir=tmp_path / "out", plots=False)["markdown"].read_text()
+    section = md.split("## Sobol mass of interaction orders ≤ 3")[1].split("\n## ")[0]
+    rows = {ln.split("|")[1].strip(): ln for ln in section.splitlines() if ln.startswith("| ") and "OAK" in ln}
+    assert rows["housing"] == "| housing | OAK | 2 | 0.945 | 0.900 | **1** | 0.15 |"
+    assert rows["energy"] == "| energy | OAK | 2 | 1.000 | 1.000 | 0 | 0.15 |"
+
+
 def test_hyperparameter_summary_keeps_short_fitted_vectors_whole():
     from hdgp.bench.task import hyperparameter_summary
 

@@ -12,7 +12,7 @@ import pandas as pd
 
 from ..exceptions import HDGPWarning
 from .compare import HIGHER_IS_BETTER, LOWER_IS_BETTER, aggregate, compare
-from .plots import PLOTS
+from .plots import PLOTS, sobol_low_order_table
 from .protocols import Protocol, get_protocol
 from .reference import empty_reference, load_reference
 from .store import ResultStore, default_db_path
@@ -257,6 +257,8 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     lines += ["## Results", ""]
     for metric in proto.metrics:
         lines += _metric_table(cmp, metric, dataset_order, model_order)
+    if "sobol-by-order" in proto.plots:
+        lines += sobol_low_order_table(results)
     lines += _timing_table(results, dataset_order, model_order)
     lines += _failures(results)
     lines += _not_run(proto, results)
