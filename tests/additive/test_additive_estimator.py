@@ -39,6 +39,23 @@ def test_first_order_kernel_equals_gam_kernel():
     torch.testing.assert_close(kern(X).to_dense(), 0.7 * gam(X).to_dense())
 
 
+def test_matern_base_kernel_fits_a_rough_function_better_than_se(tmp_path):
+    # |x0| + |x1|·sign(x2): kinks the SE base kernel can only round off
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, size=(300, 3))
+    y = np.abs(X[:, 0]) + np.abs(X[:, 1]) * np.sign(X[:, 2]) + 0.05 * rng.normal(size=300)
+    errors = {}
+    for base in ("se", "matern12"):
+        est = AdditiveGPRegressor(max_order=2, base_kernel=base, random_state=0).fit(X[:200], y[:200])
+        errors[base] = np.sqrt(np.mean((est.predict(X[200:]) - y[200:]) ** 2))
+    assert type(est.kernel_.base_kernel).__name__ == "MaternFeatureKernel" and est.kernel_.base_kernel.nu == 0.5
+    assert errors["matern12"] < errors["se"]
+    hdgp.save(est, tmp_path / "m.hdgp")
+    np.testing.assert_allclose(hdgp.load(tmp_path / "m.hdgp").predict(X[200:]), est.predict(X[200:]), rtol=1e-10)
+    with pytest.raises(ValueError, match="base_kernel must be one of"):
+        AdditiveGPRegressor(base_kernel="rbf").fit(X[:20], y[:20])
+
+
 @pytest.mark.parametrize("max_order", [0, 5, 2.0, True])
 def test_bad_max_order(max_order):
     X, y = data(n=20)

@@ -80,6 +80,44 @@ def test_kernel_matches_explicit_subset_kernels():
     torch.testing.assert_close(kern(x1, x2).to_dense(), expected)
 
 
+@pytest.mark.parametrize("nu", [0.5, 1.5, 2.5])
+def test_matern_base_kernels_match_gpytorch_per_feature_with_gradients(nu):
+    from gpytorch.kernels import MaternKernel
+
+    from hdgp.kernels import MaternFeatureKernel
+
+    torch.manual_seed(0)
+    x1, x2 = torch.randn(6, 3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64)
+    x2[0] = x1[0]  # a zero distance: |d| has no derivative there, the kernel's gradient must stay finite
+    ls = torch.tensor([0.4, 1.0, 2.5], dtype=torch.float64)
+    kern = AdditiveKernel(MaternFeatureKernel(3, nu=nu), num_dims=3, max_order=3).double()
+    kern.base_kernel.lengthscale = ls.reshape(3, 1, 1)
+    kern.order_variances = torch.tensor([0.3, 1.0, 0.5, 0.2], dtype=torch.float64)
+    refs = [MaternKernel(nu=nu).double() for _ in range(3)]
+    for r, ell in zip(refs, ls):
+        r.lengthscale = ell
+    base = torch.stack([r(x1[:, [i]], x2[:, [i]]).to_dense() for i, r in enumerate(refs)])
+    expected = brute_force_sum(base, kern.order_variances.detach())
+    K = kern(x1, x2).to_dense()
+    torch.testing.assert_close(K, expected, rtol=1e-10, atol=1e-12)
+    raw = kern.base_kernel.raw_lengthscale
+    g = torch.autograd.grad(K.sum(), raw)[0].reshape(-1)
+    h, fd = 1e-6, []
+    for k in range(3):
+        step = torch.zeros_like(raw).reshape(-1)
+        step[k] = h
+        with torch.no_grad():
+            raw += step.reshape(raw.shape)
+            up = kern(x1, x2).to_dense().sum()
+            raw -= 2 * step.reshape(raw.shape)
+            down = kern(x1, x2).to_dense().sum()
+            raw += step.reshape(raw.shape)
+        fd.append((up - down) / (2 * h))
+    torch.testing.assert_close(g, torch.stack(fd), rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="nu must be one of"):
+        MaternFeatureKernel(3, nu=1.0)
+
+
 def test_diag_matches_full():
     torch.manual_seed(1)
     x = torch.randn(8, 5)

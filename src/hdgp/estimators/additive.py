@@ -8,7 +8,7 @@ import numbers
 import torch
 from gpytorch.kernels import Kernel
 
-from ..kernels import SEKernel
+from ..kernels import MaternFeatureKernel, SEKernel
 from ..kernels.additive_kernel import AdditiveKernel
 from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
@@ -17,6 +17,11 @@ __all__ = ["AdditiveGPRegressor", "resolve_max_order"]
 
 #: Inference modes of the additive model (SKI needs a projected kernel, see ProjectedAdditiveGPRegressor).
 _INFERENCE = ("auto", "exact", "sparse", "variational")
+
+#: Names of the one-dimensional base kernels and their builders for D features.
+BASE_KERNELS = {"se": SEKernel, "matern12": lambda d: MaternFeatureKernel(d, nu=0.5),
+                "matern32": lambda d: MaternFeatureKernel(d, nu=1.5),
+                "matern52": lambda d: MaternFeatureKernel(d, nu=2.5)}
 
 
 def resolve_max_order(max_order, n_features: int) -> int:
@@ -41,7 +46,8 @@ class AdditiveGPRegressor(BaseGPRegressor):
 
     (Duvenaud et al. eqs. 1.2–1.5, 1.13): unit-variance SE base kernels with one
     length-scale per feature and one variance per order, as in the chapter's
-    experiments (Section 1.6), plus an order-0 constant term. ``max_order=1`` is a
+    experiments (Section 1.6), plus an order-0 constant term. ``base_kernel`` swaps the SE
+    kernel for a Matérn one (the chapter allows any one-dimensional base kernel). ``max_order=1`` is a
     GP-GAM (the ``GAM`` preset up to that constant); ``max_order=D`` contains the
     SE-ARD kernel as its top term (eq. 1.7).
 
@@ -49,6 +55,10 @@ class AdditiveGPRegressor(BaseGPRegressor):
     ----------
     max_order : int or None, default=None
         Highest interaction order :math:`R` (None: :math:`\min(D, 10)`, the chapter's cap).
+    base_kernel : {"se", "matern12", "matern32", "matern52"}, default="se"
+        One-dimensional kernel of every feature: squared exponential, or Matérn with
+        :math:`\nu = 1/2, 3/2, 5/2` (:class:`~hdgp.kernels.MaternFeatureKernel`), unit variance,
+        one length-scale per feature.
     inference : {"auto", "exact", "sparse", "variational"}, default="auto"
         See :class:`~hdgp.estimators._base.BaseGPRegressor`. SKI (``"ski"``) exists only for
         projected models (:class:`~hdgp.estimators.projected.ProjectedAdditiveGPRegressor`).
@@ -74,11 +84,12 @@ class AdditiveGPRegressor(BaseGPRegressor):
     (2,)
     """
 
-    def __init__(self, max_order=None, *, inference="auto", n_inducing=512, batch_size=None,
+    def __init__(self, max_order=None, *, base_kernel="se", inference="auto", n_inducing=512, batch_size=None,
                  noise_lower_bound=COMMON_PARAMS["noise_lower_bound"], noise_prior=None,
                  optimizer="lbfgs", max_iter=None, n_restarts=0, warm_start=False, random_state=None, device=None,
                  dtype="float64", verbose=False):
         self.max_order = max_order
+        self.base_kernel = base_kernel
         self.inference = inference
         self.n_inducing = n_inducing
         self.batch_size = batch_size
@@ -100,9 +111,13 @@ class AdditiveGPRegressor(BaseGPRegressor):
                              + (" (SKI exists only for projected models)." if self.inference == "ski" else "."))
         super()._validate_common_params()
 
+    def _validate_params_extra(self) -> None:
+        if not isinstance(self.base_kernel, str) or self.base_kernel not in BASE_KERNELS:
+            raise ValueError(f"base_kernel must be one of {sorted(BASE_KERNELS)}, got {self.base_kernel!r}.")
+
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         n_dims = X.shape[-1]
-        base = SEKernel(n_dims)
+        base = BASE_KERNELS[self.base_kernel](n_dims)
         base.lengthscale = 1.0
         return AdditiveKernel(base, num_dims=n_dims, max_order=resolve_max_order(self.max_order, n_dims))
 
