@@ -10,6 +10,7 @@ constrained SE kernel needs only one set of formulas.
 
 from __future__ import annotations
 
+import numbers
 from typing import Sequence
 
 import numpy as np
@@ -127,7 +128,7 @@ def gaussian_mixture_measure(
     """
     from sklearn.mixture import GaussianMixture
 
-    if int(n_components) != n_components or n_components < 1:
+    if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral) or n_components < 1:
         raise ValueError(f"n_components must be a positive integer, got {n_components!r}.")
     loc = np.zeros((len(columns), n_components))
     scale = np.zeros_like(loc)

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hdgp.explain import (
+    SobolResult,
     component_mean,
     component_posterior,
     compute_sobol,
@@ -191,3 +192,13 @@ def test_sparse_component_posterior_matches_brute_force_titsias_posterior():
     full = post.predict(Xs, latent=True, full_cov=True)
     parts = post.constant + sum(component_mean(post, u, Xs) for u in [()] + all_terms(3, 3))
     torch.testing.assert_close(parts, full[0])
+
+
+def test_select_terms_takes_the_smallest_prefix_reaching_the_threshold():
+    res = SobolResult(terms=[(0,), (1,), (0, 1)], values=torch.tensor([0.6, 0.3, 0.1], dtype=torch.float64),
+                      by_order=torch.tensor([0.9, 0.1], dtype=torch.float64), total=2.0)
+    assert select_terms(res, 0.5) == [(0,)]
+    assert select_terms(res, 0.6) == [(0,)]
+    assert select_terms(res, 0.9) == [(0,), (1,)]
+    assert select_terms(res, 0.95) == [(0,), (1,), (0, 1)]
+    assert select_terms(res, 1.0) == [(0,), (1,), (0, 1)]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from hdgp.flows import SinhArcsinhFlow
+from hdgp.flows import _START_SAMPLE, SinhArcsinhFlow, _least_skewed_start
 
 
 def data():
@@ -203,3 +203,14 @@ def test_astronomical_inputs_warp_to_infinity_without_a_runtime_warning():
     # the plain feature warps to the edge of the line; the log-transformed ones stay ordered
     assert (np.abs(z[:, 1]) > 1e10).all() and np.isinf(z).any() and (np.sign(z[:, 1]) == [1, -1]).all()
     assert np.isfinite(z[0, [0, 2]]).all() and (z[1, [0, 2]] < z[0, [0, 2]]).all()
+
+
+def test_start_of_a_large_column_does_not_depend_on_the_row_order():
+    """Above _START_SAMPLE rows the started log's start is chosen on evenly spaced *order
+    statistics*, so shuffling the rows changes nothing (a strided sample of the unsorted column
+    would)."""
+    rng = np.random.default_rng(0)
+    n = 3 * _START_SAMPLE + 17
+    x = np.concatenate([np.zeros(n // 10), rng.lognormal(0.0, 1.5, n - n // 10)])  # zeros: a started log
+    starts = {_least_skewed_start(x[rng.permutation(n)]) for _ in range(3)} | {_least_skewed_start(np.sort(x))}
+    assert len(starts) == 1

@@ -144,6 +144,9 @@ def test_numeric_unknown_level_and_bad_declarations():
         OAKRegressor(max_order=3).fit(X, y)
     with pytest.raises(ValueError, match="measure"):
         OAKRegressor(measure="uniform").fit(X, y)
+    for count in (True, 2.0, 0):
+        with pytest.raises(ValueError, match="gmm_components must be a positive integer"):
+            OAKRegressor(measure="gmm", gmm_components=count).fit(X, y)
 
 
 @pytest.mark.parametrize("measure", ["empirical", "gmm"])

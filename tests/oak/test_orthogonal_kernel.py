@@ -348,3 +348,52 @@ def test_single_level_categorical_is_the_zero_kernel_and_oak_fits_around_it():
     est = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(frame, y)
     assert est.sobol_indices_[("x",)] == pytest.approx(1.0, abs=1e-6)
     assert est.sobol_indices_.get(("k",), 0.0) < 1e-8
+
+
+def _moments(m):
+    w, mu, sd = (t.numpy()[0] for t in (m.weights, m.locations, m.scales))
+    mean = (w * mu).sum()
+    return mean, (w * (sd**2 + mu**2)).sum() - mean**2
+
+
+def test_empirical_measure_weights_repeated_values_by_their_counts():
+    """The empirical measure is (1/n) sum_j delta_{x_j}: the mean embedding of a column with
+    repeated values equals the plain average over its rows (kills counts -> 1)."""
+    x = np.array([0.0, 0.0, 0.0, 0.0, 1.0, 2.5, 2.5])
+    k = ConstrainedSEKernel(empirical_measure([x])).double()
+    k.lengthscale = torch.tensor([[[0.8]]], dtype=torch.float64)
+    a = torch.tensor([-0.5, 0.7, 3.0], dtype=torch.float64)
+    got = k._mean_embedding(a.reshape(1, -1, 1), k.lengthscale**2)[0]
+    want = torch.exp(-((torch.as_tensor(x)[:, None] - a) ** 2) / (2 * 0.8**2)).mean(0)
+    torch.testing.assert_close(got, want, atol=1e-14, rtol=0)
+
+
+def test_gmm_measure_matches_the_data_mean_and_variance():
+    """At an EM fixed point a diagonal Gaussian mixture reproduces the sample mean and variance
+    (up to sklearn's reg_covar and tolerance): catches scales stored as variances and dropped
+    mixture weights."""
+    rng = np.random.default_rng(1)
+    data = np.concatenate([rng.normal(-3, 0.5, 300), rng.normal(2, 1.5, 700)])
+    m = gaussian_mixture_measure([data], n_components=2, random_state=0)
+    mean, var = _moments(m)
+    assert mean == pytest.approx(data.mean(), abs=1e-3)
+    assert var == pytest.approx(data.var(), rel=1e-3)
+
+
+def test_gmm_measure_of_a_two_valued_feature_keeps_both_values():
+    """Components are capped by the number of distinct values, not one below it: a 0/1 feature
+    gets two near-point masses at 0 and 1 with the observed frequencies."""
+    data = np.array([0.0] * 30 + [1.0] * 10)
+    m = gaussian_mixture_measure([data], n_components=3, random_state=0)
+    w = m.weights.numpy()[0]
+    used = w > 0
+    order = np.argsort(m.locations.numpy()[0][used])
+    np.testing.assert_allclose(m.locations.numpy()[0][used][order], [0.0, 1.0], atol=1e-6)
+    np.testing.assert_allclose(w[used][order], [0.75, 0.25], atol=1e-6)
+    assert m.scales.numpy()[0][used].max() < 1e-2
+
+
+@pytest.mark.parametrize("n_components", [2.0, True, 0])
+def test_gmm_measure_refuses_a_component_count_that_is_not_a_positive_integer(n_components):
+    with pytest.raises(ValueError, match="n_components must be a positive integer"):
+        gaussian_mixture_measure([np.random.default_rng(0).normal(size=50)], n_components=n_components)

@@ -77,3 +77,24 @@ def test_diverse_lines_in_the_plane_reach_the_bound_with_the_widest_smallest_ang
     assert redundancy_loss(eta).item() == pytest.approx(3 * J**2 / 8 - J, rel=1e-12)
     assert min_pairwise_angle(eta) == pytest.approx(math.pi / J, rel=1e-9)
     assert not torch.allclose(eta, diverse_directions(2, J, random_state=4))  # the seed rotates them
+
+
+def test_orthonormal_directions_are_gram_schmidt_of_the_seeded_gaussian_columns():
+    """'Unique, sign-fixed Q factor': the QR's R has a positive diagonal, so the directions are
+    Gram-Schmidt of the seeded Gaussian columns whatever sign convention LAPACK uses (kills the
+    mutant that drops the sign fix)."""
+    d, J, seed = 6, 4, 7
+    P = diverse_directions(d, J, random_state=seed)
+    V = torch.as_tensor(np.random.RandomState(seed).standard_normal((d, J)), dtype=torch.float64)
+    R = P @ V  # = Q^T V, upper triangular with a positive diagonal
+    torch.testing.assert_close(torch.tril(R, -1), torch.zeros(J, J, dtype=R.dtype), atol=1e-12, rtol=0)
+    assert (torch.diagonal(R) > 0).all()
+    torch.testing.assert_close(P[0], V[:, 0] / V[:, 0].norm(), atol=1e-14, rtol=0)
+
+
+def test_min_pairwise_angle_treats_opposite_directions_as_one_line():
+    """Antipodal separation uses |cos|: a direction and its near-negative are ~0 apart, not ~pi/2
+    (kills the mutant without .abs())."""
+    eps = 0.01
+    eta = torch.tensor([[1.0, 0.0], [-1.0, eps], [0.0, 1.0]], dtype=torch.float64)
+    assert min_pairwise_angle(eta) == pytest.approx(math.atan(eps), rel=1e-9)

@@ -10,6 +10,8 @@ import torch
 import hdgp
 from hdgp.estimators import SIGPClassifier, SIGPRegressor
 from hdgp.exceptions import NumericalWarning
+from hdgp.sigp.cv import cross_validate
+from hdgp.sigp.subspace import kernel_response_features
 from hdgp.sigp.lowrank import rbf_kernel
 
 FIXED = dict(rank=3, lengthscale=1.5, eta=1e-4, mean_penalty=1.0)
@@ -367,3 +369,44 @@ def test_regressor_has_the_predictive_density_and_draws_of_the_other_regressors(
     np.testing.assert_allclose(est.log_predictive_density(X[:10], y[:10]), norm.logpdf(y[:10], mean, std), rtol=1e-10)
     draws = est.sample_y(X[:5], n_samples=4000, random_state=1)
     assert (np.abs(draws.mean(1) - mean[:5]) < 5 * std[:5] / np.sqrt(4000)).all()  # 5 standard errors
+
+
+CV_OPTIONS = dict(mean="constant", kernel_tol=1e-6, max_kernel_rank=1000, max_iter=50, tol=1e-6)
+
+
+def _cv_data(n=40, p=3):
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(n, p, generator=g, dtype=torch.float64)
+    y = torch.sin(2 * X[:, 0]) + 0.3 * X[:, 1] + 0.1 * torch.randn(n, generator=g, dtype=torch.float64)
+    return X, ((y - y.mean()) / y.std()).unsqueeze(1)
+
+
+def _cv_responses(Yf):
+    return [(0.5, kernel_response_features(Yf[:, 0], 0.5), 1e-3)]
+
+
+def _neg_mse(Y, mean):
+    return -float(((Y - mean) ** 2).mean())
+
+
+def test_variance_ratio_is_a_mean_over_every_held_out_value_not_per_row():
+    """Two identical target columns give the same fits per column, hence the same mean squared
+    standardised residual as one column (a per-row normalisation would double it)."""
+    X, Y = _cv_data()
+    folds = [(np.arange(20, 40), np.arange(20)), (np.arange(20), np.arange(20, 40))]
+    grid = dict(lengthscales=[1.5], etas=[1e-3], ranks=[2], mean_penalties=[None])
+    _, _, r1 = cross_validate(X, Y, folds, _cv_responses, _neg_mse, **grid, **CV_OPTIONS)
+    _, _, r2 = cross_validate(X, torch.cat([Y, Y], 1), folds, _cv_responses, _neg_mse, **grid, **CV_OPTIONS)
+    assert np.isfinite(r1) and r1 > 0
+    assert r2 == pytest.approx(r1, rel=1e-9)
+
+
+def test_candidates_missing_a_fold_are_not_scored():
+    """A rank above one training fold's kernel rank is fitted on the other folds only; it must not
+    enter the scores (its mean would be over fewer, different folds)."""
+    X, Y = _cv_data()
+    folds = [(np.arange(6), np.arange(6, 40)), (np.arange(6, 40), np.arange(6))]  # 6 and 34 training rows
+    grid = dict(lengthscales=[1.5], etas=[1e-3], ranks=[2, 10], mean_penalties=[None])
+    best, scores, _ = cross_validate(X, Y, folds, _cv_responses, _neg_mse, **grid, **CV_OPTIONS)
+    assert [dict(k)["rank"] for k in scores] == [2]
+    assert best["rank"] == 2

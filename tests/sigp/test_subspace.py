@@ -248,3 +248,12 @@ def test_class_features_one_hot():
     Psi = class_features(codes)
     assert Psi.dtype == torch.float64
     assert torch.equal(Psi, torch.eye(3, dtype=Psi.dtype)[codes])
+
+
+def test_response_kernel_bandwidth_is_in_units_of_the_response_std():
+    """The response is standardised first, so the features' Gram matrix does not depend on the
+    units (scale or offset) of y."""
+    y = torch.randn(60, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    Psi1 = kernel_response_features(y, 0.5)
+    Psi2 = kernel_response_features(25.0 * y + 3.0, 0.5)
+    torch.testing.assert_close(Psi1 @ Psi1.T, Psi2 @ Psi2.T, atol=1e-8, rtol=0)

@@ -1,6 +1,7 @@
 """The .hdgp model file: identical predictions after a round trip, version checks, damaged files."""
 
 import hashlib
+import math
 import io
 import json
 import warnings
@@ -14,6 +15,7 @@ import torch
 import hdgp
 from hdgp.exceptions import HDGPWarning
 from hdgp.io import FORMAT_VERSION, ModelFileError, read_manifest
+from hdgp.io.codec import StateDecoder, StateEncoder
 
 RNG = np.random.default_rng(0)
 X = RNG.normal(size=(40, 3))
@@ -486,3 +488,21 @@ def test_oak_flow_with_a_started_log_round_trip(tmp_path):
     back = hdgp.load(hdgp.save(est, tmp_path / "oak.hdgp"))
     np.testing.assert_array_equal(back.flow_.log_start_, est.flow_.log_start_)
     np.testing.assert_array_equal(back.predict(XT[:, :2]), est.predict(XT[:, :2]))
+
+
+def _codec_round_trip(value):
+    enc = StateEncoder()
+    node = enc.encode(value)
+    return StateDecoder(enc.tensors).decode(node)
+
+
+def test_non_finite_floats_keep_their_value():
+    back = _codec_round_trip([math.inf, -math.inf, math.nan, 1.5])
+    assert back[0] == math.inf and back[1] == -math.inf and math.isnan(back[2]) and back[3] == 1.5
+
+
+def test_numpy_scalars_keep_their_dtype():
+    back = _codec_round_trip({"a": np.float32(0.1), "b": np.int16(-3), "c": np.bool_(True)})
+    assert type(back["a"]) is np.float32 and back["a"] == np.float32(0.1)
+    assert type(back["b"]) is np.int16 and back["b"] == -3
+    assert type(back["c"]) is np.bool_

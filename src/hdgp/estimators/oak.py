@@ -245,7 +245,8 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"measure must be one of {_MEASURES}, got {self.measure!r}.")
         if self.inference not in _INFERENCE:
             raise ValueError(f"OAKRegressor supports inference in {_INFERENCE}, got {self.inference!r}.")
-        if not isinstance(self.gmm_components, numbers.Integral) or self.gmm_components < 1:
+        if isinstance(self.gmm_components, bool) or not isinstance(self.gmm_components, numbers.Integral) \
+                or self.gmm_components < 1:
             raise ValueError(f"gmm_components must be a positive integer, got {self.gmm_components!r}.")
         if not isinstance(self.sobol_threshold, numbers.Real) or not 0 < self.sobol_threshold <= 1:
             raise ValueError(f"sobol_threshold must be in (0, 1], got {self.sobol_threshold!r}.")
