@@ -77,6 +77,18 @@ def test_one_vs_rest_on_iris_with_string_labels():
     assert np.mean(clf.predict(X) == names) > 0.9
 
 
+def test_additive_classifier_learns_an_interaction_a_gam_cannot():
+    # the sign of x0·x1 (an XOR): no sum of one-feature functions separates it, the second order does
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    y = (X[:, 0] * X[:, 1] > 0).astype(int)
+    accuracy = {}
+    for name, est in (("additive", hdgp.preset("Additive-classifier", random_state=0)),
+                      ("gam", GPClassifier(kernel="gam", random_state=0))):
+        accuracy[name] = (est.fit(X[:200], y[:200]).predict(X[200:]) == y[200:]).mean()
+    assert accuracy["additive"] > 0.85 and accuracy["gam"] < 0.7
+
+
 def test_auto_optimizer_is_full_batch_lbfgs_when_one_batch_holds_the_data():
     X, y = load_breast_cancer(return_X_y=True)
     X, y = X[:200], y[:200]

@@ -13,7 +13,7 @@ from ..kernels.additive_kernel import AdditiveKernel
 from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
 
-__all__ = ["AdditiveGPRegressor", "resolve_max_order"]
+__all__ = ["AdditiveGPRegressor", "additive_kernel", "resolve_max_order"]
 
 #: Inference modes of the additive model (SKI needs a projected kernel, see ProjectedAdditiveGPRegressor).
 _INFERENCE = ("auto", "exact", "sparse", "variational")
@@ -34,6 +34,15 @@ def resolve_max_order(max_order, n_features: int) -> int:
             f"({n_features}), got {max_order!r}."
         )
     return int(max_order)
+
+
+def additive_kernel(X: torch.Tensor, max_order=None, base_kernel: str = "se") -> AdditiveKernel:
+    """The all-order additive kernel of :class:`AdditiveGPRegressor` for the inputs ``X``: unit
+    length-scales (on standardised inputs) and equal prior variance per order."""
+    n_dims = X.shape[-1]
+    base = BASE_KERNELS[base_kernel](n_dims)
+    base.lengthscale = 1.0
+    return AdditiveKernel(base, num_dims=n_dims, max_order=resolve_max_order(max_order, n_dims))
 
 
 class AdditiveGPRegressor(BaseGPRegressor):
@@ -116,10 +125,7 @@ class AdditiveGPRegressor(BaseGPRegressor):
             raise ValueError(f"base_kernel must be one of {sorted(BASE_KERNELS)}, got {self.base_kernel!r}.")
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
-        n_dims = X.shape[-1]
-        base = BASE_KERNELS[self.base_kernel](n_dims)
-        base.lengthscale = 1.0
-        return AdditiveKernel(base, num_dims=n_dims, max_order=resolve_max_order(self.max_order, n_dims))
+        return additive_kernel(X, self.max_order, self.base_kernel)
 
     @atomic_fit
     def fit(self, X, y):

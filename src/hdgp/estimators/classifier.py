@@ -72,7 +72,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
     Parameters
     ----------
     kernel : str or gpytorch.kernels.Kernel, default="rbf-ard"
-        ``"rbf-ard"``, ``"imq-ard"``, ``"gam"``, ``"linear"`` (see
+        ``"rbf-ard"``, ``"imq-ard"``, ``"gam"``, ``"linear"``, ``"additive"`` (see
         :class:`~hdgp.estimators.gp.GPRegressor`) or any GPyTorch kernel on the
         standardised inputs (copied per binary problem, never modified).
     inference : {"variational"}, default="variational"
@@ -343,3 +343,6 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
 
 register_preset("GP-classifier", lambda **kw: GPClassifier(kernel="rbf-ard", **kw),
                 "Variational GP classifier (Bernoulli SVGP, probit link, 200 k-means inducing points), RBF-ARD kernel.")
+register_preset("Additive-classifier", lambda **kw: GPClassifier(kernel="additive", **kw),
+                "Variational GP classifier (as GP-classifier) with the additive SE kernel of all orders up to "
+                "min(D, 10) (Duvenaud et al., Tables 1.4-1.5).")

@@ -14,6 +14,7 @@ from gpytorch.kernels import Kernel, LinearKernel, ScaleKernel
 from ..kernels import AdditiveRBFKernel, IMQKernel, RBFARDKernel, log_positive
 from ..presets import register_preset
 from ._base import BaseGPRegressor
+from .additive import additive_kernel
 
 __all__ = ["GPRegressor", "KERNELS"]
 
@@ -47,7 +48,7 @@ def _linear(X: torch.Tensor) -> Kernel:
 
 
 #: Kernel names accepted by :class:`GPRegressor` and their builders.
-KERNELS = {"rbf-ard": _rbf_ard, "imq-ard": _imq_ard, "gam": _gam, "linear": _linear}
+KERNELS = {"rbf-ard": _rbf_ard, "imq-ard": _imq_ard, "gam": _gam, "linear": _linear, "additive": additive_kernel}
 
 
 class GPRegressor(BaseGPRegressor):
@@ -58,7 +59,9 @@ class GPRegressor(BaseGPRegressor):
     kernel : str or gpytorch.kernels.Kernel, default="rbf-ard"
         ``"rbf-ard"`` (σ² exp(−½‖(x−x')/ℓ‖²), one ℓ per feature),
         ``"imq-ard"`` (σ² (1 + ‖(x−x')/ℓ‖²)^(−½)), ``"gam"`` (σ² Σ_i exp(−(x_i−x'_i)²/2ℓ_i²)),
-        ``"linear"`` (v·xᵀx', Bayesian linear regression), or any GPyTorch kernel
+        ``"linear"`` (v·xᵀx', Bayesian linear regression), ``"additive"`` (Duvenaud's additive
+        SE kernel of all orders up to min(D, 10), as in
+        :class:`~hdgp.estimators.additive.AdditiveGPRegressor`), or any GPyTorch kernel
         on the standardised inputs (copied into ``kernel_``, never modified).
     inference, n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.

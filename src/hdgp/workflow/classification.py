@@ -17,9 +17,10 @@ __all__ = ["CLASSIFIERS", "CLASSIFIER_ALIASES", "classifier_candidates", "classi
 
 #: Classifier presets usable by ``hdgp fit``; each handles any number of classes (OAK-classifier
 #: beyond two with one latent function per class against the rest, each explained by the report).
-CLASSIFIERS = ("OAK-classifier", "GP-classifier", "SIGP-classifier")
+CLASSIFIERS = ("OAK-classifier", "GP-classifier", "SIGP-classifier", "Additive-classifier")
 #: Regression preset names that mean a classifier on a classification target.
-CLASSIFIER_ALIASES = {"OAK": "OAK-classifier", "RBF-ARD": "GP-classifier", "SIGP": "SIGP-classifier"}
+CLASSIFIER_ALIASES = {"OAK": "OAK-classifier", "RBF-ARD": "GP-classifier", "SIGP": "SIGP-classifier",
+                      "Additive": "Additive-classifier"}
 #: Equal-width confidence bins of the reliability summary.
 N_RELIABILITY_BINS = 10
 _EPS = 1e-15  # probabilities are clipped to [eps, 1] inside the log-loss
@@ -33,7 +34,7 @@ def _valid_list() -> str:
 def classifier_for(name: str, *, is_classifier: bool) -> str:
     """The classifier preset to fit for the preset ``name`` on a classification target.
 
-    ``oak``, ``rbf-ard`` and ``sigp`` mean their classifier counterparts; classifier
+    ``oak``, ``rbf-ard``, ``sigp`` and ``additive`` mean their classifier counterparts; classifier
     presets stand for themselves.
 
     Raises
