@@ -12,6 +12,7 @@ from hdgp.inference.ski import (
     _EIGEN_FLOOR,
     _PRECONDITIONER_GRAM_FLOPS,
     _PRECONDITIONER_MAX_COLUMNS,
+    ProjectedSKIOperator,
     SKIProjectedGPModel,
     _dct_basis,
     _grid_columns,
@@ -106,6 +107,34 @@ def test_ski_marginal_likelihood_and_gradient_close_to_exact(problem):
     assert abs(value.item() - exact.item()) < 0.5  # stochastic Lanczos quadrature, 10 preconditioned probes
     flat_ski, flat_exact = torch.cat([g.reshape(-1) for g in g_ski]), torch.cat([g.reshape(-1) for g in g_exact])
     assert ((flat_ski - flat_exact).norm() / flat_exact.norm()).item() < 0.05
+
+
+def test_interpolation_matrices_are_built_once_per_evaluation_and_only_for_their_own_data(problem, monkeypatch):
+    """linear_operator rebuilds the operator in inv_quad_logdet's forward and backward; the copies share
+    the CSR matrices (2 per build: W and Wt), and a copy on other tensors builds its own."""
+    X, y, k, noise, _, _ = problem
+    builds = []
+    csr = torch.sparse_csr_tensor
+    monkeypatch.setattr(torch, "sparse_csr_tensor", lambda *a, **kw: builds.append(1) or csr(*a, **kw))
+    ski = SKIProjectedGPModel(k).to(DT)
+    ski.likelihood.noise = noise
+    value = ski.neg_log_marginal_likelihood(X, y)
+    grads = torch.autograd.grad(value, [k.raw_outputscale, ski.likelihood.raw_noise])
+    assert len(builds) == 2
+    op, _ = ski.operator(X)
+    v = torch.randn(N, 2, dtype=DT, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        op._matmul(v)  # builds and caches
+        other = ProjectedSKIOperator(op.weight.flip(1), op.index.flip(1), op.col, op.coef,
+                                     sparse_cache=op._sparse_cache)  # same cache dict, rows reversed
+        torch.testing.assert_close(other._matmul(v), (op.to_dense() @ v.flip(0)).flip(0), rtol=1e-10, atol=1e-10)
+    monkeypatch.setattr(ProjectedSKIOperator, "_sparse_key", lambda self: object())  # never a cache hit
+    again = SKIProjectedGPModel(k).to(DT)
+    again.likelihood.noise = noise
+    value2 = again.neg_log_marginal_likelihood(X, y)
+    assert value2.item() == value.item()
+    for a, b in zip(grads, torch.autograd.grad(value2, [k.raw_outputscale, again.likelihood.raw_noise])):
+        assert torch.equal(a, b)
 
 
 def test_ski_predictions_close_to_exact_including_far_test_points(problem):

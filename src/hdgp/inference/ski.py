@@ -280,10 +280,22 @@ class ProjectedSKIOperator(LinearOperator):
         Weights :math:`c_j` (sub-kernel weight times output scale).
     """
 
-    def __init__(self, weight, index, col, coef):
-        super().__init__(weight, index, col, coef)  # a floating tensor first: it sets the dtype
+    def __init__(self, weight, index, col, coef, sparse_cache=None):
+        # linear_operator rebuilds the operator from its tensors (inside inv_quad_logdet's forward and
+        # backward, and for dtype / device / batch changes) and hands non-tensor keywords to the rebuilt
+        # copy: the copies share this dict, and reuse its CSR matrices while their index and weight are
+        # the very tensors they were built from (_sparse_key); one evaluation built them three times
+        sparse_cache = {} if sparse_cache is None else sparse_cache
+        super().__init__(weight, index, col, coef, sparse_cache=sparse_cache)  # a floating tensor first: dtype
         self.index, self.weight, self.col, self.coef = index, weight, col, coef
+        self._sparse_cache = sparse_cache
         self._csr = None
+
+    def _sparse_key(self) -> tuple:
+        """Identity of the interpolation data: storage, offset, shape, stride and version of ``index`` and
+        ``weight`` (a detached alias shares storage and version counter with its source), and the grid size."""
+        return tuple((t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()),
+                      t._version, t.dtype, t.device) for t in (self.index, self.weight)) + (self.col.shape[-1],)
 
     def _sparse(self):
         """Constant copies of :math:`W = [W_1 \\cdots W_J]` (n x Jm) and :math:`W^\\top` as CSR matrices.
@@ -292,6 +304,10 @@ class ProjectedSKIOperator(LinearOperator):
         one sparse product replaces 4 gathers or scatters of (J, n, t) temporaries.
         """
         if self._csr is None:
+            key = self._sparse_key()
+            if self._sparse_cache.get("key") == key:
+                self._csr, self._w_order = self._sparse_cache["csr"], self._sparse_cache["order"]
+                return self._csr
             J, n, _ = self.index.shape
             m = self.col.shape[-1]
             flat = (self.index + m * torch.arange(J, device=self.index.device)[:, None, None]).reshape(-1)
@@ -309,6 +325,8 @@ class ProjectedSKIOperator(LinearOperator):
                 crow_t[1:] = torch.bincount(flat, minlength=J * m).cumsum(0)
                 Wt = torch.sparse_csr_tensor(crow_t, rows[order], values[order], size=(J * m, n))
             self._csr = (W, Wt)
+            # the entry keeps index and weight alive, so no other tensor can take their storage (in the key)
+            self._sparse_cache.update(key=key, csr=self._csr, order=self._w_order, data=(self.index, self.weight))
         return self._csr
 
     def _matmul(self, rhs: torch.Tensor) -> torch.Tensor:
