@@ -124,7 +124,7 @@ def test_gradients_match_finite_differences():
 
 
 def test_row_blocked_bound_equals_single_block(monkeypatch):
-    # above CROSS_BLOCK entries of K_uf the bound and its gradient are built in checkpointed
+    # above CROSS_BLOCK entries of K_uf the bound and its gradient are built in
     # row blocks (here 7 rows each, the last one shorter): same value, gradient and posterior
     from hdgp.inference import sparse
 

@@ -35,7 +35,6 @@ import torch
 from gpytorch.constraints import GreaterThan
 from gpytorch.kernels import Kernel
 from gpytorch.priors import Prior
-from torch.utils.checkpoint import checkpoint
 
 from ..linalg import robust_cholesky
 from ._gaussian import GaussianNoiseModel
@@ -46,7 +45,7 @@ __all__ = ["SGPRModel"]
 #: Jitter always added to K_uu, relative to its mean diagonal (as GPflow's default 1e-6).
 DEFAULT_JITTER = 1e-6
 #: Entries of K_uf evaluated per kernel call. Above this (m·n), K_uf is assembled in row
-#: blocks without an autograd graph and its gradient term is checkpointed block by block:
+#: blocks without an autograd graph and its gradient term is taken block by block:
 #: the kernel's own intermediates (an additive kernel keeps D per-feature m × n factors
 #: plus autograd buffers, about 12·D·m·n floats for OAK) then never exceed one block.
 CROSS_BLOCK = 2**20
@@ -146,9 +145,21 @@ class SGPRModel(GaussianNoiseModel):
         """:math:`K_{uf}` (m, n), evaluated block by block without an autograd graph."""
         return torch.cat([self.kernel(Z, X[rows]).to_dense() for rows in self._row_blocks(X.shape[0])], dim=1)
 
-    def _weighted_cross(self, G: torch.Tensor, Z: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
-        r""":math:`\sum_{ij} G_{ij} k(z_i, x_j)`, differentiable (one row block of the surrogate)."""
-        return (G * self.kernel(Z, X).to_dense()).sum()
+    def _blockwise_cross_term(self, G: torch.Tensor, Z: torch.Tensor, X: torch.Tensor, blocks) -> torch.Tensor:
+        r"""A term with the gradient of :math:`\sum_{ij} G_{ij} k(z_i, x_j)` (not its value) for a
+        :math:`K_{uf}` built without a graph: each row block is evaluated once more, with one, and
+        differentiated at once, so memory stays one block's (a checkpoint would evaluate every block
+        twice more: once for the value, which the surrogate does not need, and once in the backward)."""
+        inputs = [p for p in self.kernel.parameters() if p.requires_grad] + ([Z] if Z.requires_grad else [])
+        if not inputs or not torch.is_grad_enabled():
+            return G.new_zeros(())
+        totals = [torch.zeros_like(p) for p in inputs]
+        for rows in blocks:
+            block = (G[:, rows] * self.kernel(Z, X[rows]).to_dense()).sum()
+            for total, grad in zip(totals, torch.autograd.grad(block, inputs, allow_unused=True)):
+                if grad is not None:
+                    total.add_(grad)
+        return sum((total * p).sum() for total, p in zip(totals, inputs))
 
     def _collapsed(self, X: torch.Tensor, y: torch.Tensor):
         """Shared pieces of the bound and the posterior (module docstring notation)."""
@@ -206,8 +217,8 @@ class SGPRModel(GaussianNoiseModel):
         evaluation costs about three :math:`m^2 n` products (the triangular solve,
         :math:`AA^\top` and :math:`GK_{uf}`) instead of about six. When
         :math:`mn` exceeds :data:`CROSS_BLOCK`, :math:`K_{uf}` is built in row blocks
-        without a graph and the term :math:`\sum G_{uf} \odot K_{uf}` is checkpointed per
-        block (two extra kernel evaluations, memory independent of :math:`n` beyond
+        without a graph and the gradient of :math:`\sum G_{uf} \odot K_{uf}` is taken per
+        block (one extra kernel evaluation, memory independent of :math:`n` beyond
         the dense :math:`m \times n` matrices).
 
         Parameters
@@ -270,11 +281,7 @@ class SGPRModel(GaussianNoiseModel):
                    + 0.5 * (tr_BinvAAT - AAT.diagonal().sum()) / s)
             g_c = resid.sum() / s
             value, G_uf, G_uu, g_s, g_c = (t.to(Kuu.dtype) for t in (value, G_uf, G_uu, g_s, g_c))
-        if len(blocks) == 1:
-            cross_term = (G_uf * Kuf).sum()
-        else:  # K_uf has no graph: rebuild it block by block, each recomputed in the backward pass
-            cross_term = sum(checkpoint(self._weighted_cross, G_uf[:, rows], Z, X[rows], use_reentrant=False)
-                             for rows in blocks)
+        cross_term = (G_uf * Kuf).sum() if len(blocks) == 1 else self._blockwise_cross_term(G_uf, Z, X, blocks)
         # the jitter j = jitter·mean(diag K_uu) moves with the kernel too: ∂F/∂j = tr(G_uu)
         jitter_term = G_uu.trace() * self.jitter * Kuu.diagonal().mean()
         surrogate_F = cross_term + (G_uu * Kuu).sum() + jitter_term + g_s * noise + g_c * c - 0.5 * kff.sum() / noise.detach()
