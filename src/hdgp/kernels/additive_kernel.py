@@ -137,8 +137,8 @@ class _AdditiveSum(torch.autograd.Function):
             adj = variances.unsqueeze(-1) * g
             for i in reversed(range(n_dims)):
                 gb = grad_base[i, start : start + ctx.chunk]
-                gb.zero_()
-                for r in range(max_order):
+                torch.mul(adj[1], prefix[i, 0], out=gb)  # the first term written, not added to zeros
+                for r in range(1, max_order):
                     gb.addcmul_(adj[r + 1], prefix[i, r])
                 # adjoint of e_r ← e_r + k e_{r-1}: a_{r} ← a_{r} + k a_{r+1}, ascending r
                 for r in range(max_order):
