@@ -47,6 +47,10 @@ _AUTO_LOG_SKEW = 1.0
 _LOG_STARTS = np.logspace(-3.0, 1.0, 41)
 
 
+#: ``skip_light_tails``: a feature with excess kurtosis below this and skewness within
+#: ±:data:`_AUTO_LOG_SKEW` (uniform-like, evenly spread grids) keeps the identity flow.
+_LIGHT_TAIL_KURTOSIS = 0.0
+
 #: Rows beyond which the start is chosen on evenly spaced order statistics (a quantile sample).
 _START_SAMPLE = 20000
 
@@ -77,6 +81,12 @@ def _least_skewed_start(x: np.ndarray) -> float:
     return float(scale * _LOG_STARTS[int(np.argmin(skews))])
 
 
+def _light_tailed(x: np.ndarray) -> bool:
+    """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`."""
+    x = _sample(x)
+    return bool(scipy.stats.kurtosis(x) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(x)) <= _AUTO_LOG_SKEW)
+
+
 class SinhArcsinhFlow:
     r"""Independent sinh-arcsinh flows for the columns of a matrix.
 
@@ -96,11 +106,19 @@ class SinhArcsinhFlow:
         ``"shifted"`` takes :math:`\log(x - x_{\min} + 1)` of every feature, as the
         OAK authors' code does on raw inputs; it depends on the feature's units
         (the ``+1``), compressing wide-ranged features most.
+    skip_light_tails : bool, default=False
+        Leave out the sinh-arcsinh step (identity after standardising) for features whose
+        training values are light-tailed and roughly symmetric: excess kurtosis < 0 and
+        skewness within ±1 (uniform-like features, evenly spread grids). Gaussianising such a
+        feature stretches its edges, which steepens the warp there; on the OAK paper's eq. (5)
+        example (uniform inputs) that halved OAK's accuracy (``benchmarks/results/oak/README.md``).
 
     Attributes
     ----------
     params_ : ndarray of shape (D, 4)
         :math:`(a, \log b, \epsilon, \log\delta)` per feature.
+    warped_ : ndarray of bool, shape (D,)
+        Features whose sinh-arcsinh step was fitted (not constant, not skipped as light-tailed).
     use_log_ : ndarray of bool, shape (D,)
     shift_ : ndarray of shape (D,) or None
         Training minima :math:`x_{\min}` (``log_transform="shifted"`` only).
@@ -124,10 +142,13 @@ class SinhArcsinhFlow:
     True
     """
 
-    def __init__(self, log_transform="auto"):
+    def __init__(self, log_transform="auto", skip_light_tails=False):
         if log_transform not in LOG_TRANSFORMS:
             raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {log_transform!r}.")
+        if not isinstance(skip_light_tails, (bool, np.bool_)):
+            raise ValueError(f"skip_light_tails must be True or False, got {skip_light_tails!r}.")
         self.log_transform = log_transform
+        self.skip_light_tails = bool(skip_light_tails)
 
     # ----------------------------------------------------------------- maths
     @staticmethod
@@ -199,8 +220,11 @@ class SinhArcsinhFlow:
         T = self._pre(X)
         self.center_, self.scale_ = column_scales(T)
         self.params_ = np.zeros((n_feat, 4))
+        self.warped_ = varies(column_std(T), self.center_)  # constant features keep the identity
+        if getattr(self, "skip_light_tails", False):
+            self.warped_ &= ~np.array([_light_tailed(X[:, j]) for j in range(n_feat)], dtype=bool)
         U = (T - self.center_) / self.scale_
-        for j in np.flatnonzero(varies(column_std(T), self.center_)):  # constant features keep the identity
+        for j in np.flatnonzero(self.warped_):
             self.params_[j] = self._fit_column(U[:, j])
         return self
 

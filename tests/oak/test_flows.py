@@ -214,3 +214,19 @@ def test_start_of_a_large_column_does_not_depend_on_the_row_order():
     x = np.concatenate([np.zeros(n // 10), rng.lognormal(0.0, 1.5, n - n // 10)])  # zeros: a started log
     starts = {_least_skewed_start(x[rng.permutation(n)]) for _ in range(3)} | {_least_skewed_start(np.sort(x))}
     assert len(starts) == 1
+
+
+def test_skip_light_tails_keeps_uniform_like_features_affine_and_warps_the_others():
+    rng = np.random.default_rng(0)
+    X = np.column_stack([rng.uniform(-1, 1, 500), rng.lognormal(size=500), rng.normal(size=500) ** 3,
+                         np.repeat(np.arange(10.0), 50)])  # uniform, skewed, heavy-tailed, an even grid
+    flow = SinhArcsinhFlow(skip_light_tails=True).fit(X)
+    assert flow.warped_.tolist() == [False, True, True, False]
+    Z = flow.transform(X)
+    for j in (0, 3):  # standardised only: z = (x - mean) / std
+        np.testing.assert_allclose(Z[:, j], (X[:, j] - X[:, j].mean()) / X[:, j].std(), atol=1e-12)
+    full = SinhArcsinhFlow().fit(X)
+    assert full.warped_.all()
+    np.testing.assert_allclose(Z[:, 1:3], full.transform(X)[:, 1:3], rtol=0, atol=0)
+    with pytest.raises(ValueError, match="skip_light_tails must be True or False"):
+        SinhArcsinhFlow(skip_light_tails="yes")

@@ -113,13 +113,16 @@ class OAKRegressor(BaseGPRegressor):
         Input measure of continuous features (fitted to the warped training data).
     gmm_components : int, default=3
         Components per feature when ``measure="gmm"``.
-    flow : bool, default=True
+    flow : bool or "auto", default=True
         Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
-        otherwise standardise them.
+        ``False`` standardises them; ``"auto"`` warps only those that are skewed or heavy-tailed
+        and standardises light-tailed, roughly symmetric ones (``skip_light_tails`` of the flow:
+        uniform-like features, evenly spread grids), whose Gaussianising warp steepens at the
+        data's edges (on the paper's eq. (5) example the default flow doubles the error).
     log_transform : {"auto", True, False, "shifted"}, default="auto"
         Passed to the flow: log of skewed features (``"auto"``: for a right tail :math:`\log x`
         if positive and that removes the skew, else :math:`\log(x - x_{\min} + c)` with the
-        least skewed start :math:`c`; for a left tail :math:`-\log(x_{\max} - x + c)`), or the
+        least skewed start :math:`c`; left tails get none), or the
         OAK authors' :math:`\log(x - x_{\min} + 1)` of every feature (``"shifted"``, meant for
         inputs in their natural units); see :class:`~hdgp.flows.SinhArcsinhFlow`. Beyond the
         training range on the log's side every log continues as its tangent line, so a test value
@@ -252,7 +255,9 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"sobol_threshold must be in (0, 1], got {self.sobol_threshold!r}.")
         if not isinstance(self.max_sobol_terms, numbers.Integral) or self.max_sobol_terms < 1:
             raise ValueError(f"max_sobol_terms must be a positive integer, got {self.max_sobol_terms!r}.")
-        for name in ("flow", "clip_inputs", "order_variance_prior"):
+        if not (isinstance(self.flow, (bool, np.bool_)) or (isinstance(self.flow, str) and self.flow == "auto")):
+            raise ValueError(f"flow must be True, False or 'auto', got {self.flow!r}.")
+        for name in ("clip_inputs", "order_variance_prior"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
         if self.log_transform not in LOG_TRANSFORMS:
@@ -395,9 +400,10 @@ class OAKRegressor(BaseGPRegressor):
             if fit:
                 self.input_min_, self.input_max_ = X_cont.min(0), X_cont.max(0)
                 labels = self._feature_names(X.shape[1])
-                self.flow_ = (SinhArcsinhFlow(self.log_transform).fit(X_cont, [labels[j] for j in cont])
-                              if self.flow else None)
-                if not self.flow:
+                auto = isinstance(self.flow, str)  # "auto" (validated)
+                self.flow_ = (SinhArcsinhFlow(self.log_transform, skip_light_tails=auto)
+                              .fit(X_cont, [labels[j] for j in cont]) if auto or self.flow else None)
+                if self.flow_ is None:
                     super()._transform_inputs(X_cont, fit=True)
             elif self.clip_inputs:
                 X_cont = np.clip(X_cont, self.input_min_, self.input_max_)
