@@ -208,7 +208,7 @@ def test_components_of_files_that_kept_rows_or_neither(latent_fit, tmp_path):
 
 
 @pytest.mark.parametrize("params, match", [(dict(max_sobol_terms=0), "max_sobol_terms must be a positive integer"),
-                                           (dict(flow="yes"), "flow must be True or False"),
+                                           (dict(flow="yes"), "flow must be True, False or .auto."),
                                            (dict(order_variance_prior=None), "order_variance_prior must be True or False")])
 def test_oak_parameters_are_validated_in_the_classifier_too(params, match):
     X = np.random.default_rng(0).standard_normal((20, 2))
