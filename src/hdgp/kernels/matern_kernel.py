@@ -21,7 +21,7 @@ import math
 import torch
 
 from . import log_positive
-from .se_kernel import FeatureKernel
+from .se_kernel import UnitStationaryFeatureKernel
 
 __all__ = ["MaternFeatureKernel"]
 
@@ -29,7 +29,7 @@ __all__ = ["MaternFeatureKernel"]
 NUS = (0.5, 1.5, 2.5)
 
 
-class MaternFeatureKernel(FeatureKernel):
+class MaternFeatureKernel(UnitStationaryFeatureKernel):
     r"""Unit-variance Matérn kernels, one per feature: :math:`k_i(x, x') = k_\nu(|x - x'| / \ell_i)`.
 
     A base kernel for :class:`~hdgp.kernels.additive_kernel.AdditiveKernel` (module docstring
@@ -62,13 +62,7 @@ class MaternFeatureKernel(FeatureKernel):
         super().__init__(num_dims, **kwargs)
         self.nu = float(nu)
 
-    def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
-        if last_dim_is_batch:
-            raise NotImplementedError("MaternFeatureKernel does not support last_dim_is_batch.")
-        self._check_layout(x1)
-        if diag:
-            return torch.ones(x1.shape[:-1], dtype=x1.dtype, device=x1.device)
-        self._check_layout(x2)
+    def _matrix(self, x1, x2):
         # (..., D, n, m); the derivative of |d| at d = 0 is taken as 0, the kernel's (one-sided) slope average
         r = (x1 - x2.transpose(-1, -2)).abs() / self.lengthscale
         if self.nu == 0.5:

@@ -17,7 +17,7 @@ from . import log_positive
 from ._elementwise import exp_
 from .ard_kernel import _centred
 
-__all__ = ["FeatureKernel", "SEKernel", "se_minus_outer"]
+__all__ = ["FeatureKernel", "SEKernel", "UnitStationaryFeatureKernel", "se_minus_outer"]
 
 
 class _SEMinusOuter(torch.autograd.Function):
@@ -135,7 +135,24 @@ class FeatureKernel(Kernel):
             )
 
 
-class SEKernel(FeatureKernel):
+class UnitStationaryFeatureKernel(FeatureKernel):
+    """Base of unit-variance stationary kernels per feature: :math:`k_i(x, x) = 1`, so the diagonal is ones;
+    subclasses give the matrix of one pair of feature-stacked inputs in ``_matrix``."""
+
+    def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
+        if last_dim_is_batch:
+            raise NotImplementedError(f"{type(self).__name__} does not support last_dim_is_batch.")
+        self._check_layout(x1)
+        if diag:
+            return torch.ones(x1.shape[:-1], dtype=x1.dtype, device=x1.device)
+        self._check_layout(x2)
+        return self._matrix(x1, x2)
+
+    def _matrix(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class SEKernel(UnitStationaryFeatureKernel):
     r"""Unit-variance squared-exponential kernels, one per feature: :math:`k_i(x, x') = e^{-(x-x')^2/2\ell_i^2}`.
 
     The default base kernel of :class:`~hdgp.estimators.additive.AdditiveGPRegressor`
@@ -155,11 +172,5 @@ class SEKernel(FeatureKernel):
         kwargs.setdefault("lengthscale_constraint", log_positive())
         super().__init__(num_dims, **kwargs)
 
-    def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
-        if last_dim_is_batch:
-            raise NotImplementedError("SEKernel does not support last_dim_is_batch.")
-        self._check_layout(x1)
-        if diag:
-            return torch.ones(x1.shape[:-1], dtype=x1.dtype, device=x1.device)
-        self._check_layout(x2)
+    def _matrix(self, x1, x2):
         return se_minus_outer(x1, x2, self.lengthscale**2)
