@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -19,9 +20,8 @@ __all__ = ["AdditiveGPRegressor", "additive_kernel", "resolve_max_order"]
 _INFERENCE = ("auto", "exact", "sparse", "variational")
 
 #: Names of the one-dimensional base kernels and their builders for D features.
-BASE_KERNELS = {"se": SEKernel, "matern12": lambda d: MaternFeatureKernel(d, nu=0.5),
-                "matern32": lambda d: MaternFeatureKernel(d, nu=1.5),
-                "matern52": lambda d: MaternFeatureKernel(d, nu=2.5)}
+BASE_KERNELS = {"se": SEKernel, **{f"matern{name}": functools.partial(MaternFeatureKernel, nu=nu)
+                                   for name, nu in (("12", 0.5), ("32", 1.5), ("52", 2.5))}}
 
 
 def resolve_max_order(max_order, n_features: int) -> int:
