@@ -146,6 +146,9 @@ def test_reference_names_are_mapped_to_ours(reference_dir):
     sigp = load_reference("sigp-table2")
     assert sigp[(sigp.dataset == "housing-demo") & (sigp.model == "RBF-ARD")].paper_mean.iloc[0] \
         == pytest.approx(93.1109)
+    # one paper data set, two of our splits (a list alias): both get the paper's F1
+    heart = sigp[sigp.dataset.isin(["heart", "heart-last100"]) & (sigp.model == "SIGP m=3 balanced")]
+    assert sorted(heart.dataset) == ["heart", "heart-last100"] and set(heart.paper_mean) == {0.8605}
 
 
 def test_builtin_protocol_data_sets_exist_in_the_shared_folder(data_dir):

@@ -26,9 +26,38 @@ def test_fixed_splits():
     assert X_tr.shape == (400, 13) and X_te.shape == (106, 13)
     assert y_tr[0] == pytest.approx(24.0)  # MEDV of the first row, raw units
     with pytest.raises(ValueError, match="fixed split"):
-        load_sigp_split("heart")
+        load_sigp_split("madelon")
     with pytest.raises(ValueError, match="Unknown"):
         load_sigp("temp")
+
+
+@pytest.mark.parametrize("name, n_test", [("heart", 100), ("german", 300), ("cancer", 200)])
+def test_reconstructed_splits_hold_out_the_last_rows(name, n_test):
+    X, y = load_sigp(name)
+    X_tr, y_tr, X_te, y_te = load_sigp_split(name)
+    assert len(y_te) == n_test and len(y_tr) == len(y) - n_test
+    np.testing.assert_array_equal(np.vstack([X_tr, X_te]), X)
+    np.testing.assert_array_equal(np.concatenate([y_tr, y_te]), y)
+
+
+def test_reconstructed_splits_reproduce_the_papers_baselines():
+    """The evidence for the reconstruction: standard baselines on training-standardised
+    inputs give the paper's Table 2 F1 to four digits (Laplace on heart, SVM on cancer)."""
+    from sklearn.gaussian_process import GaussianProcessClassifier
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+    from sklearn.metrics import f1_score
+    from sklearn.svm import SVC
+
+    def scaled(name):
+        X_tr, y_tr, X_te, y_te = load_sigp_split(name)
+        mean, std = X_tr.mean(0), X_tr.std(0)
+        return (X_tr - mean) / std, y_tr, (X_te - mean) / std, y_te
+
+    X_tr, y_tr, X_te, y_te = scaled("heart")
+    laplace = GaussianProcessClassifier(ConstantKernel() * RBF(np.sqrt(13.0)), random_state=0).fit(X_tr, y_tr)
+    assert f1_score(y_te, laplace.predict(X_te), pos_label=2) == pytest.approx(0.8409, abs=5e-5)
+    X_tr, y_tr, X_te, y_te = scaled("cancer")
+    assert f1_score(y_te, SVC().fit(X_tr, y_tr).predict(X_te), pos_label=4) == pytest.approx(0.9888, abs=5e-5)
 
 
 def test_authors_arcene_demo_is_reproduced():

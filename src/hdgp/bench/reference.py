@@ -30,7 +30,7 @@ _COLUMNS = ["dataset", "model", "metric", "paper_mean", "paper_std", "paper_n", 
 
 
 def _our_names(aliases: dict, paper_name: str) -> list[str]:
-    """Our model labels that a paper row compares with: an alias may name one or several."""
+    """Our labels (models or data sets) that a paper row compares with: an alias may name one or several."""
     ours = aliases.get(paper_name, paper_name)
     return [ours] if isinstance(ours, str) else list(ours)
 
@@ -90,13 +90,13 @@ def load_reference(protocol, reference_dir=None, data_dir=None) -> pd.DataFrame:
         else:
             std = pd.Series(np.nan, index=raw.index)
         frames.append(pd.DataFrame({
-            "dataset": raw["dataset"].map(lambda d: ref.dataset_aliases.get(d, d)),
+            "dataset": raw["dataset"].map(lambda d: _our_names(ref.dataset_aliases, d)),
             "model": raw["model"].map(lambda m: _our_names(ref.model_aliases, m)),
             "metric": ref.metric,
             "paper_mean": mean.to_numpy(),
             "paper_std": std.to_numpy(),
             "paper_n": ref.n_repeats if ref.n_repeats is not None else np.nan,
             "source": ref.file,
-        }).explode("model"))
+        }).explode("dataset").explode("model"))
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=_COLUMNS)
     return out.drop_duplicates(["dataset", "model", "metric"], keep="first").reset_index(drop=True)
