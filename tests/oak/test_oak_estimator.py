@@ -10,6 +10,7 @@ import torch
 import hdgp
 from hdgp.data.synthetic import oak_2d
 from hdgp.estimators._input_summary import HISTOGRAM_BINS
+from hdgp.exceptions import HDGPWarning
 from hdgp.estimators.oak import SMOOTH_START_LENGTHSCALE, SMOOTH_START_MIN_FEATURES, OAKRegressor
 from hdgp.estimators.oak_classifier import OAKClassifier
 
@@ -273,7 +274,7 @@ def test_an_array_after_a_dataframe_fit_holds_level_values_not_codes():
     est = OAKRegressor(max_order=2, max_iter=5, random_state=0).fit(frame, y)
     with pytest.warns(UserWarning, match="does not have valid feature names"):  # scikit-learn's, kept
         np.testing.assert_array_equal(est.predict(frame.to_numpy()), est.predict(frame))
-    with pytest.raises(ValueError, match=r"Column 'c' has levels \['1.0'\] not seen during fit \(known: u, v, w\)"):
+    with pytest.raises(ValueError, match=r"Column 'c' has level\(s\) 1 not seen during fit \(known: u, v, w\)"):
         est.predict(np.array([[0.1, 1.0]]))  # a code is not a level
 
 
@@ -293,7 +294,7 @@ def test_an_object_array_with_text_cells_reads_like_a_table_of_columns_x0_x1():
     assert set(est.sobol_indices_) == set(as_table.sobol_indices_) == {("x0",), ("x1",), ("x0", "x1")}
     np.testing.assert_allclose(est.predict(objects), as_table.predict(frame.set_axis(["x0", "x1"], axis=1)),
                                atol=1e-8)
-    with pytest.raises(ValueError, match=r"Column 'x1' has levels \['z'\] not seen during fit"):
+    with pytest.raises(ValueError, match=r"Column 'x1' has level\(s\) z not seen during fit"):
         est.predict(np.array([[0.1, "z"]], dtype=object))
     pipe = make_pipeline(make_column_transformer((StandardScaler(), ["a"]), remainder="passthrough"),
                          OAKRegressor(categorical_features=[1], max_order=2, max_iter=20, random_state=0))
@@ -320,6 +321,64 @@ def test_duplicate_column_names_are_a_clear_error(Estimator):
         Estimator(max_iter=2).fit(frame, np.arange(20) % 2)
 
 
+def _unknown_level_model(handle_unknown, frame=False):
+    rng = np.random.default_rng(3)
+    a, c = rng.normal(size=80), rng.integers(0, 3, 80)
+    y = np.sin(a) + np.array([1.0, -1.0, 0.0])[c] + 0.5 * a * (c == 0) + 0.05 * rng.normal(size=80)
+    if frame:
+        X = pd.DataFrame({"a": a, "c": pd.Categorical(np.array(["u", "v", "w"])[c])})
+    else:
+        X = np.c_[a, c]
+    est = OAKRegressor(max_order=2, categorical_features=None if frame else [1], handle_unknown=handle_unknown,
+                       random_state=0).fit(X, y)
+    return est, np.bincount(c) / len(c)
+
+
+@pytest.mark.parametrize("frame", [False, True])
+def test_an_unknown_level_predicts_the_average_over_the_training_levels(frame):
+    """With handle_unknown="ignore" the categorical component and its interaction are zero at an
+    unseen level; by the constraint they average to zero over the training levels, so the
+    prediction there is the frequency-weighted mean of the predictions at the known levels."""
+    est, freq = _unknown_level_model("ignore", frame)
+    a = np.linspace(-1.5, 1.5, 7)
+    levels, unseen = (["u", "v", "w"], "zz") if frame else ([0.0, 1.0, 2.0], 9.0)
+
+    def rows(level):
+        if frame:
+            return pd.DataFrame({"a": a, "c": [level] * len(a)})
+        return np.c_[a, np.full(len(a), level)]
+
+    average = sum(f * est.predict(rows(level)) for f, level in zip(freq, levels))
+    mean, std = est.predict(rows(unseen), return_std=True)
+    np.testing.assert_allclose(mean, average, atol=1e-8)
+    assert np.all(np.isfinite(std)) and np.all(std > 0)
+    # the feature's main effect is zero there, and adds no variance
+    effect, effect_std = est.predict_component(rows(unseen), ("c",) if frame else (1,), return_std=True)
+    assert np.all(effect == 0) and np.all(effect_std == 0)
+    # the other component is unchanged
+    np.testing.assert_allclose(est.predict_component(rows(unseen), ("a",) if frame else (0,)),
+                               est.predict_component(rows(levels[0]), ("a",) if frame else (0,)))
+    warner, _ = _unknown_level_model("warn", frame)
+    with pytest.warns(HDGPWarning, match="not seen during fit in 7 row"):
+        np.testing.assert_allclose(warner.predict(rows(unseen)), mean)
+    with pytest.raises(ValueError, match="handle_unknown='ignore'"):
+        _unknown_level_model("error", frame)[0].predict(rows(unseen))
+
+
+def test_handle_unknown_is_validated_and_reaches_the_classifier():
+    with pytest.raises(ValueError, match="handle_unknown must be one of"):
+        OAKRegressor(handle_unknown="skip").fit(np.c_[np.arange(5.0)], np.arange(5.0))
+    rng = np.random.default_rng(4)
+    X = np.c_[rng.normal(size=60), rng.integers(0, 3, 60)]
+    y = (X[:, 0] + (X[:, 1] == 1) > 0.5).astype(int)
+    clf = OAKClassifier(max_order=2, categorical_features=[1], handle_unknown="ignore", max_iter=20,
+                        random_state=0).fit(X, y)
+    proba = clf.predict_proba(np.array([[0.3, 5.0]]))
+    assert proba.shape == (1, 2) and np.isfinite(proba).all()
+    with pytest.raises(ValueError, match="not seen during fit"):
+        clf.set_params(handle_unknown="error").fit(X, y).predict(np.array([[0.3, 5.0]]))
+
+
 def test_missing_and_unused_categories_get_clear_errors():
     _, a, c, y = _frame_data()
     gaps = pd.Series(np.where(np.arange(60) % 7 == 0, None, c), dtype="category")
@@ -328,7 +387,7 @@ def test_missing_and_unused_categories_get_clear_errors():
     est = OAKRegressor(max_order=1, max_iter=5, random_state=0).fit(
         pd.DataFrame({"a": a, "c": pd.Categorical(c, categories=["u", "v", "w", "zz"])}), y)
     assert est.frame_levels_["c"] == ["u", "v", "w"]  # the unused category is not a level
-    with pytest.raises(ValueError, match=r"levels \['zz'\] not seen during fit \(known: u, v, w\)"):
+    with pytest.raises(ValueError, match=r"level\(s\) zz not seen during fit \(known: u, v, w\); map them"):
         est.predict(pd.DataFrame({"a": [0.0], "c": ["zz"]}))
     with pytest.raises(ValueError, match="missing values"):
         est.predict(pd.DataFrame({"a": [0.0], "c": [None]}))

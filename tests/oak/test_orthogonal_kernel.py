@@ -251,7 +251,21 @@ def test_categorical_sobol_integral_vs_enumeration():
     torch.testing.assert_close(L, expected)
 
 
-@pytest.mark.parametrize("bad", [3.0, -1.0, 0.5, float("nan")])
+def test_unknown_level_code_has_a_zero_row_column_and_sobol_integral():
+    k = cat_kernel([0.2, 0.5, 0.3], rank=2)
+    B = k.constrained_matrix().detach()
+    codes = torch.tensor([0.0, -1.0, 2.0, -1.0]).reshape(1, -1, 1)
+    K = k.forward(codes, codes).detach()[0]
+    known = [0, 2]
+    torch.testing.assert_close(K[[0, 2]][:, [0, 2]], B[known][:, known])
+    assert torch.all(K[[1, 3]] == 0) and torch.all(K[:, [1, 3]] == 0)
+    assert torch.all(k.forward(codes, codes, diag=True).detach()[0, [1, 3]] == 0)
+    L = k.sobol_integral(codes, codes).detach()[0]
+    assert torch.all(L[[1, 3]] == 0) and torch.all(L[:, [1, 3]] == 0)
+    torch.testing.assert_close(L[0, 2], sum(w * B[c, 0] * B[c, 2] for c, w in enumerate([0.2, 0.5, 0.3])))
+
+
+@pytest.mark.parametrize("bad", [3.0, -2.0, 0.5, float("nan")])
 def test_categorical_rejects_bad_codes(bad):
     k = cat_kernel([0.2, 0.5, 0.3])
     x = torch.tensor([0.0, bad]).reshape(1, -1, 1)

@@ -28,6 +28,7 @@ __all__ = ["OAKRegressor"]
 _MEASURES = ("gaussian", "empirical", "gmm")
 #: Engines whose posterior exposes support points and weights for the Sobol indices.
 _INFERENCE = ("auto", "exact", "sparse", "variational")
+_HANDLE_UNKNOWN = ("error", "ignore", "warn")
 #: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5;
 #: these values: the authors' code).
 _ORDER_PRIOR = (1.0, 0.2)
@@ -147,6 +148,14 @@ class OAKRegressor(BaseGPRegressor):
         functions as the binary kernel, and it is also defined between and beyond
         the two values, so a level that training happened to miss (a rare level of
         a small data set) gets an interpolated prediction instead of an error.
+    handle_unknown : {"error", "ignore", "warn"}, default="error"
+        What ``predict`` (and the component and Sobol methods) do with a level of a categorical
+        or declared binary column that ``fit`` never saw: raise a ``ValueError`` naming it, or
+        (``"ignore"``; ``"warn"`` also issues an :class:`~hdgp.exceptions.HDGPWarning`) give it
+        the average effect: that feature's component and every interaction with it are zero
+        there, their mean under the level frequencies by the orthogonality constraint, and add
+        no variance, as in scikit-learn's ``OneHotEncoder(handle_unknown="ignore")``. The rest
+        of the prediction is the model's as usual.
     order_variance_prior : bool, default=True
         Use a Gamma prior on :math:`\sigma_r^2` (MAP), as the paper does (Section 5); its parameters
         (1, 0.2) are the authors' code's.
@@ -212,7 +221,7 @@ class OAKRegressor(BaseGPRegressor):
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
-                 order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
+                 handle_unknown="error", order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
                  inference="auto", n_inducing=512, batch_size=None,
                  noise_lower_bound=COMMON_PARAMS["noise_lower_bound"], noise_prior=None, optimizer="lbfgs",
                  max_iter=None, n_restarts=0, warm_start=False, random_state=None, device=None, dtype="float64",
@@ -225,6 +234,7 @@ class OAKRegressor(BaseGPRegressor):
         self.clip_inputs = clip_inputs
         self.categorical_features = categorical_features
         self.binary_features = binary_features
+        self.handle_unknown = handle_unknown
         self.order_variance_prior = order_variance_prior
         self.sobol_threshold = sobol_threshold
         self.max_sobol_terms = max_sobol_terms
@@ -246,6 +256,8 @@ class OAKRegressor(BaseGPRegressor):
     def _validate_params_extra(self) -> None:
         if self.measure not in _MEASURES:
             raise ValueError(f"measure must be one of {_MEASURES}, got {self.measure!r}.")
+        if not isinstance(self.handle_unknown, str) or self.handle_unknown not in _HANDLE_UNKNOWN:
+            raise ValueError(f"handle_unknown must be one of {_HANDLE_UNKNOWN}, got {self.handle_unknown!r}.")
         if self.inference not in _INFERENCE:
             raise ValueError(f"OAKRegressor supports inference in {_INFERENCE}, got {self.inference!r}.")
         if isinstance(self.gmm_components, bool) or not isinstance(self.gmm_components, numbers.Integral) \
@@ -323,12 +335,24 @@ class OAKRegressor(BaseGPRegressor):
                     f"Column {c!r} has missing values (rows {missing[:5].tolist()}); fill them, or give "
                     "'missing' a level of its own, before fitting or predicting."
                 )
-            unknown = set(col.unique()) - set(cats)
-            if unknown:
-                raise ValueError(f"Column {c!r} has levels {sorted(map(str, unknown))} not seen during fit "
-                                 f"(known: {', '.join(map(str, cats))}).")
-            X[c] = pd.Categorical(col, categories=cats).codes.astype(float)
+            unknown = ~col.isin(cats).to_numpy()
+            if unknown.any():
+                self._unknown_levels(c, col[unknown].unique(), cats, int(unknown.sum()))
+            X[c] = pd.Index(cats).get_indexer(col).astype(float)  # an unknown level's code is -1
         return X
+
+    def _unknown_levels(self, column, values, known, n_rows: int) -> None:
+        """Apply ``handle_unknown`` to ``values`` of ``column`` (in ``n_rows`` rows) not among the ``known`` levels."""
+        shown = ", ".join(sorted(f"{v:g}" if isinstance(v, float) else str(v) for v in values)[:5])
+        policy = getattr(self, "handle_unknown", "error")  # a model saved before the option existed
+        if policy == "error":
+            raise ValueError(f"Column {column!r} has level(s) {shown} not seen during fit (known: "
+                             f"{', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in known)}); "
+                             "map them to a known level, or set handle_unknown='ignore'.")
+        if policy == "warn":
+            warnings.warn(f"Column {column!r} has level(s) {shown} not seen during fit in {n_rows} row(s): its "
+                          "effect and its interactions are set to their average (zero) there.",
+                          HDGPWarning, stacklevel=5)
 
     def _frame_labels(self) -> list:
         """The fitted DataFrame's column labels in order (empty for arrays)."""
@@ -413,15 +437,15 @@ class OAKRegressor(BaseGPRegressor):
             self.flow_ = None
         for j, (low, high, _) in self._two_point().items():
             out[:, j] = (X[:, j] - low) / (high - low)
+        coded_frame_columns = set(self._frame_positions())
         for j, levels in self.levels_.items():
-            codes = np.searchsorted(levels, X[:, j])
-            codes = np.clip(codes, 0, len(levels) - 1)
+            codes = np.clip(np.searchsorted(levels, X[:, j]), 0, len(levels) - 1)
             unseen = levels[codes] != X[:, j]
             if unseen.any():
-                raise ValueError(
-                    f"Column {self._feature_names()[j]!r} has level {X[unseen, j][0]:g} not seen during fit "
-                    f"(known: {', '.join(f'{v:g}' for v in levels)})."
-                )
+                if j not in coded_frame_columns:  # a DataFrame's text levels were handled by _encode_frame
+                    self._unknown_levels(self._feature_names(X.shape[1])[j], np.unique(X[unseen, j]).tolist(),
+                                         levels.tolist(), int(unseen.sum()))
+                codes[unseen] = ConstrainedCategoricalKernel.UNKNOWN
             out[:, j] = codes
         return out
 

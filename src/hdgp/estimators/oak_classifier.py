@@ -47,7 +47,7 @@ class OAKClassifier(GPClassifier):
     max_order : int or None, default=None
         Highest interaction order; None means :math:`\min(D, 4)`, the paper's choice
         for classification (:data:`DEFAULT_MAX_ORDER`).
-    measure, gmm_components, flow, log_transform, clip_inputs, categorical_features, binary_features, order_variance_prior, max_sobol_terms
+    measure, gmm_components, flow, log_transform, clip_inputs, categorical_features, binary_features, handle_unknown, order_variance_prior, max_sobol_terms
         Input handling and kernel as in :class:`~hdgp.estimators.oak.OAKRegressor`.
     sobol_threshold : float, default=0.99
         Cumulative normalised Sobol mass of each latent function kept in ``components_``
@@ -93,7 +93,8 @@ class OAKClassifier(GPClassifier):
     """
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True, log_transform="auto",
-                 clip_inputs=False, categorical_features=None, binary_features="auto", order_variance_prior=True,
+                 clip_inputs=False, categorical_features=None, binary_features="auto", handle_unknown="error",
+                 order_variance_prior=True,
                  sobol_threshold=0.99, max_sobol_terms=100_000, inference="variational", n_inducing=200,
                  batch_size=None, optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
                  random_state=None, device=None, dtype="float64", verbose=False):
@@ -105,6 +106,7 @@ class OAKClassifier(GPClassifier):
         self.clip_inputs = clip_inputs
         self.categorical_features = categorical_features
         self.binary_features = binary_features
+        self.handle_unknown = handle_unknown
         self.order_variance_prior = order_variance_prior
         self.sobol_threshold = sobol_threshold
         self.max_sobol_terms = max_sobol_terms
@@ -127,7 +129,7 @@ class OAKClassifier(GPClassifier):
         return OAKRegressor(max_order=self.max_order, measure=self.measure, gmm_components=self.gmm_components,
                             flow=self.flow, log_transform=self.log_transform, clip_inputs=self.clip_inputs,
                             categorical_features=self.categorical_features, binary_features=self.binary_features,
-                            order_variance_prior=self.order_variance_prior, sobol_threshold=self.sobol_threshold,
+                            handle_unknown=getattr(self, "handle_unknown", "error"), order_variance_prior=self.order_variance_prior, sobol_threshold=self.sobol_threshold,
                             max_sobol_terms=self.max_sobol_terms,
                             random_state=self.random_state)
 

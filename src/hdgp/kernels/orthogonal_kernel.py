@@ -174,10 +174,17 @@ class ConstrainedCategoricalKernel(Kernel):
 
     Notes
     -----
-    Inputs are integer level codes ``0..M-1`` stored as floats; anything else
-    raises ``ValueError``. The kernel serves a single feature (batch size 1 in
-    the feature-stacked layout).
+    Inputs are integer level codes ``0..M-1`` stored as floats, or ``-1`` for a level
+    outside the training set (pandas' code for a value not among the categories);
+    anything else raises ``ValueError``. An unknown level gets a zero row and column,
+    :math:`\tilde k(-1, \cdot) = 0`: the component is fixed at its mean under the
+    level weights, zero by the constraint, with no variance (a model cannot know how
+    a level it never saw differs from the average). The kernel serves a single feature
+    (batch size 1 in the feature-stacked layout).
     """
+
+    #: Code of a level not seen in training.
+    UNKNOWN = -1
 
     def __init__(self, level_weights, rank: int = 1, **kwargs):
         super().__init__(**kwargs)
@@ -232,19 +239,25 @@ class ConstrainedCategoricalKernel(Kernel):
         return W @ inner @ W.T + torch.diag(kappa) - (cross + cross.T + torch.outer(t, t)) / d
 
     def _codes(self, x: torch.Tensor) -> torch.Tensor:
+        """Level codes as row indices of the padded matrix: ``-1`` (unknown) picks its zero last row."""
         codes = x.squeeze(-1)
-        bad = ~torch.isfinite(codes) | (codes != torch.round(codes)) | (codes < 0) | (codes >= self.num_levels)
+        bad = ~torch.isfinite(codes) | (codes != torch.round(codes)) | (codes < self.UNKNOWN) \
+            | (codes >= self.num_levels)
         if bad.any():
             raise ValueError(
-                f"Categorical kernel expects integer level codes in 0..{self.num_levels - 1}; "
-                f"got e.g. {codes[bad].flatten()[0].item()!r}. Encode unseen levels before predicting."
+                f"Categorical kernel expects integer level codes in 0..{self.num_levels - 1}, or "
+                f"{self.UNKNOWN} for an unknown level; got e.g. {codes[bad].flatten()[0].item()!r}."
             )
         return codes.long()
+
+    def _padded_matrix(self, like: torch.Tensor) -> torch.Tensor:
+        """:math:`B` with a zero row and column appended, the unknown level's."""
+        return torch.nn.functional.pad(self.constrained_matrix().to(like), (0, 1, 0, 1))
 
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
             raise NotImplementedError("ConstrainedCategoricalKernel does not support last_dim_is_batch.")
-        B = self.constrained_matrix().to(x1)
+        B = self._padded_matrix(x1)
         i = self._codes(x1)
         if diag:
             return B[i, i]
@@ -262,7 +275,7 @@ class ConstrainedCategoricalKernel(Kernel):
         -------
         torch.Tensor of shape (1, n, m)
         """
-        B = self.constrained_matrix().to(x1)
+        B = self._padded_matrix(x1)[: self.num_levels]  # rows: the levels the measure weighs
         w = self.level_weights.to(B)
         Ba = B[:, self._codes(x1)]  # (M, 1, n)
         Bb = B[:, self._codes(x2)]
