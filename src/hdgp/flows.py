@@ -37,6 +37,11 @@ __all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
 #: below ~100 for standardised data) while covering any realistic skew and tail weight.
 _BOUNDS = [(-10.0, 10.0), (-5.0, 5.0), (-10.0, 10.0), (-3.0, 3.0)]
 
+#: L-BFGS-B stopping rules of the flow fit, tighter than SciPy's defaults (ftol 2.2e-9, gtol 1e-5): with the
+#: analytic gradient a step costs one evaluation, and a log-warped feature with a far outlier (machine's
+#: first column) has a flat valley towards the bounds where the default ftol stops 6e-3 nats short.
+_LBFGS_OPTIONS = {"ftol": 1e-13, "gtol": 1e-9, "maxiter": 2000}
+
 #: Accepted values of ``log_transform``.
 LOG_TRANSFORMS = ("auto", True, False, "shifted")
 
@@ -168,15 +173,35 @@ class SinhArcsinhFlow:
         a, log_b, eps, log_d = p
         return np.sinh((np.arcsinh((z - a) / np.exp(log_b)) + eps) / np.exp(log_d))
 
+    @classmethod
+    def _objective(cls, u, p):
+        r"""The KL objective :math:`\tfrac12\overline{z^2} - \overline{\log z'}` and its gradient in
+        :math:`p = (a, \log b, \epsilon, \log\delta)`.
+
+        With :math:`s = \operatorname{asinh} u`, :math:`\iota = \delta s - \epsilon` and
+        :math:`g = z\, b\cosh\iota - \tanh\iota` (the derivative of one row's term in
+        :math:`\iota`): :math:`\partial_a = \bar z`,
+        :math:`\partial_{\log b} = \overline{z\, b \sinh\iota} - 1`, :math:`\partial_\epsilon = -\bar g`,
+        :math:`\partial_{\log\delta} = \overline{g\,\delta s} - 1`. Analytic, so L-BFGS-B needs one
+        evaluation per step instead of five for forward differences (the flow was a third of a
+        32-feature sparse OAK fit).
+        """
+        z, log_jac = cls._forward(u, p)
+        b, delta = np.exp(p[1]), np.exp(p[3])
+        s = np.arcsinh(u)
+        inner = delta * s - p[2]
+        with np.errstate(over="ignore", invalid="ignore"):  # beyond float range the loss is inf, as before
+            g = z * b * np.cosh(inner) - np.tanh(inner)
+            grad = np.array([np.mean(z), np.mean(z * b * np.sinh(inner)) - 1.0, -np.mean(g),
+                             np.mean(g * delta * s) - 1.0])
+        return 0.5 * np.mean(z**2) - np.mean(log_jac), grad
+
     def _fit_column(self, u):
         """Minimise the KL objective from every start of :data:`_FLOW_STARTS` (on a sample of a large
         column), then polish the best on the whole column."""
         def fit(v, start):
-            def loss(p):
-                z, log_jac = self._forward(v, p)
-                return 0.5 * np.mean(z**2) - np.mean(log_jac)
-
-            return scipy.optimize.minimize(loss, start, method="L-BFGS-B", bounds=_BOUNDS)
+            return scipy.optimize.minimize(lambda p: self._objective(v, p), start, jac=True, method="L-BFGS-B",
+                                           bounds=_BOUNDS, options=_LBFGS_OPTIONS)
 
         sample = _sample(u)
         best = fit(sample, _FLOW_STARTS[0])

@@ -230,3 +230,17 @@ def test_skip_light_tails_keeps_uniform_like_features_affine_and_warps_the_other
     np.testing.assert_allclose(Z[:, 1:3], full.transform(X)[:, 1:3], rtol=0, atol=0)
     with pytest.raises(ValueError, match="skip_light_tails must be True or False"):
         SinhArcsinhFlow(skip_light_tails="yes")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_objective_gradient_matches_finite_differences(seed):
+    rng = np.random.default_rng(seed)
+    u = rng.standard_t(3, size=300) + rng.normal() * 0.5
+    p = rng.uniform([-1.0, -1.0, -1.5, -1.0], [1.0, 1.0, 1.5, 1.0])
+    value, grad = SinhArcsinhFlow._objective(u, p)
+    z, log_jac = SinhArcsinhFlow._forward(u, p)
+    assert value == pytest.approx(0.5 * np.mean(z**2) - np.mean(log_jac), rel=1e-14)
+    step = 1e-6
+    numeric = [(SinhArcsinhFlow._objective(u, p + step * e)[0] - SinhArcsinhFlow._objective(u, p - step * e)[0])
+               / (2 * step) for e in np.eye(4)]
+    np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8)
