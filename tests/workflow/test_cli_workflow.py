@@ -12,6 +12,7 @@ from sklearn.datasets import load_diabetes
 
 import hdgp
 from hdgp.cli import main
+from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel
 from hdgp.workflow import fit_table
 
 FAST_GP = ["-p", "max_iter=15"]
@@ -231,6 +232,32 @@ def test_predict_errors_leave_no_output(files, diabetes_fit, regions_fit, tmp_pa
     result = _run("explain", bare, "-o", tmp_path / "rep")
     assert result.exit_code == 1 and "without a table description" in result.output
     assert not (tmp_path / "rep").exists()
+
+
+def test_unknown_levels_ignored_on_request_with_a_warning(files, regions_fit, tmp_path):
+    model = regions_fit[0]
+    frame = pd.read_csv(files / "regions.csv").head(6)
+    known = _run("predict", model, files / "regions.csv", "-o", tmp_path / "known.csv", "--quiet")
+    assert known.exit_code == 0, known.output
+    frame.loc[[1, 4], "region"] = "west"
+    frame.to_csv(tmp_path / "west.csv", index=False)
+    refused = _run("predict", model, tmp_path / "west.csv", "-o", tmp_path / "p.csv")
+    assert refused.exit_code == 1 and "--unknown-levels ignore" in refused.output
+    result = _run("predict", model, tmp_path / "west.csv", "-o", tmp_path / "p.csv", "--unknown-levels", "ignore",
+                  "--json")
+    assert result.exit_code == 0, result.output
+    assert "Warning: Column 'region' has value(s) 'west' in rows 2, 5" in result.stderr
+    assert json.loads(result.stdout)["warnings"][0].endswith("predicted with the average effect of the column.")
+    pred, before = pd.read_csv(tmp_path / "p.csv"), pd.read_csv(tmp_path / "known.csv").head(6)
+    unchanged = [0, 2, 3, 5]
+    np.testing.assert_allclose(pred["mean"][unchanged], before["mean"][unchanged])
+    # OAK: the unknown level's prediction is the frequency-weighted mean over the known levels
+    # (weights: the training rows' level frequencies, which the constrained kernel holds)
+    tm = hdgp.load(model)
+    freq = next(m for m in tm.estimator.kernel_.modules() if isinstance(m, ConstrainedCategoricalKernel)).level_weights
+    rows = pd.concat([frame.iloc[[1]].assign(region=level) for level in tm.schema.levels["region"]])
+    np.testing.assert_allclose(pred["mean"][1], np.dot(freq.numpy(), tm.predict(rows)["mean"]), rtol=1e-6)
+    assert tm.estimator.handle_unknown == "error"  # the loaded model itself is unchanged
 
 
 def test_parquet_tsv_and_csv_out_and_other_suffixes_refused(files, regions_fit, tmp_path):

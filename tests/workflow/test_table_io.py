@@ -4,6 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from hdgp.exceptions import HDGPWarning
 from hdgp.io import TableError, TableSchema, read_table
 
 
@@ -169,8 +170,20 @@ def test_encode_codes_and_onehot_and_column_checks():
         schema.encode(frame.drop(columns="colour"))
     bad = frame.copy()
     bad.loc[1, "colour"] = "green"
-    with pytest.raises(TableError, match=r"'green' in rows 2 that the model never saw.*known: 'blue', 'red'"):
+    with pytest.raises(TableError, match=r"'green' in rows 2 that the model never saw.*known: 'blue', 'red'.*"
+                                          r"--unknown-levels ignore"):
         schema.encode(bad)
+    # ignored: no known level (all indicators 0; code -1 for models that read codes), with a warning
+    with pytest.warns(HDGPWarning, match=r"'green' in rows 2 .*no known level \(all its indicator columns 0\)"):
+        ignored = schema.encode(bad, unknown="ignore")
+    assert ignored.loc[1, ["colour=blue", "colour=red"]].tolist() == [0.0, 0.0]
+    pd.testing.assert_frame_equal(ignored.drop(index=1), schema.encode(frame).drop(index=1))
+    schema.encoding = "codes"
+    with pytest.warns(HDGPWarning, match="the average effect of the column"):
+        assert schema.encode(bad, unknown="ignore").loc[1, "colour"] == -1.0
+    with pytest.raises(ValueError, match="unknown must be 'error' or 'ignore'"):
+        schema.encode(frame, unknown="skip")
+    schema.encoding = "onehot"
     bad = frame.copy()
     bad["x"] = bad["x"].astype(object)
     bad.loc[0, "x"] = "abc"

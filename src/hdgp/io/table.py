@@ -19,6 +19,8 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
+from ..exceptions import HDGPWarning
+
 __all__ = ["TableError", "TableSchema", "read_table", "infer_task", "MAX_CATEGORICAL_LEVELS", "MAX_CLASSES",
            "TASKS"]
 
@@ -558,15 +560,26 @@ class TableSchema:
                 f"trained on.{hints} Expected columns: {', '.join(map(repr, self.features))}."
             )
 
-    def encode(self, frame: pd.DataFrame) -> pd.DataFrame:
+    def encode(self, frame: pd.DataFrame, unknown: str = "error") -> pd.DataFrame:
         """Numeric model inputs for ``frame`` (columns reordered by name; extra columns ignored).
+
+        Parameters
+        ----------
+        frame : DataFrame
+        unknown : {"error", "ignore"}, default="error"
+            A categorical level not seen during fit: a :class:`TableError`, or (``"ignore"``)
+            no known level: code ``-1`` (which OAK's ``handle_unknown="ignore"`` reads as the
+            average effect) or all of the column's indicator columns 0, with an
+            :class:`~hdgp.exceptions.HDGPWarning` that names the column, values and rows.
 
         Raises
         ------
         TableError
-            Missing columns, missing values, text in a numeric column, or a
-            categorical level that was not seen during fit.
+            Missing columns, missing values, text in a numeric column, or (``unknown="error"``)
+            a categorical level that was not seen during fit.
         """
+        if unknown not in ("error", "ignore"):
+            raise ValueError(f"unknown must be 'error' or 'ignore', got {unknown!r}.")
         self.check_columns(frame)
         frame = frame[self.features]
         _check_missing(frame, training=False)
@@ -584,12 +597,16 @@ class TableSchema:
                 unseen = ~labels.isin(list(known))
             if unseen.any():
                 values = sorted(set(labels[unseen]))[:_SHOW]
-                raise TableError(
-                    f"Column {c!r} has value(s) {', '.join(map(repr, values))} in rows "
-                    f"{_rows(frame.index[unseen.to_numpy()])} that the model never saw during training "
-                    f"(known: {', '.join(map(repr, self.levels[c]))}). Map them to a known level or refit."
-                )
-            codes = labels.map(known).astype(np.float64)
+                where = (f"Column {c!r} has value(s) {', '.join(map(repr, values))} in rows "
+                         f"{_rows(frame.index[unseen.to_numpy()])} that the model never saw during training")
+                if unknown == "error":
+                    raise TableError(f"{where} (known: {', '.join(map(repr, self.levels[c]))}). Map them to a "
+                                     "known level, refit, or predict with unknown_levels='ignore' (CLI: "
+                                     "--unknown-levels ignore).")
+                meaning = ("the average effect of the column" if self.encoding == "codes"
+                           else "no known level (all its indicator columns 0)")
+                warnings.warn(f"{where}: predicted with {meaning}.", HDGPWarning, stacklevel=2)
+            codes = labels.map(known).fillna(-1).astype(np.float64)  # -1: a level not seen in training
             if self.encoding == "codes":
                 out[c] = codes
             else:

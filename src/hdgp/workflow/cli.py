@@ -11,10 +11,13 @@ import importlib.util
 import json
 import math
 import sys
+import warnings
 from pathlib import Path
 
 import click
 import numpy as np
+
+from ..exceptions import HDGPWarning
 
 __all__ = ["fit", "predict", "explain"]
 
@@ -245,9 +248,12 @@ def _echo_selection(rows, task: str) -> None:
               help="Comma-separated cell values that mean 'missing', as in hdgp fit.")
 @click.option("--level", default=0.95, show_default=True, type=float,
               help="Probability of the central interval (regression models).")
+@click.option("--unknown-levels", type=click.Choice(["error", "ignore"]), default="error", show_default=True,
+              help="A categorical value training never saw: stop with an error, or predict without it (OAK: "
+                   "the column's average effect; other models: no known level), with a warning naming the rows.")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
-def predict(model_file, data, output, id_column, sep, na_values, level, as_json, quiet):
+def predict(model_file, data, output, id_column, sep, na_values, level, unknown_levels, as_json, quiet):
     """Predict the target for every row of a table.
 
     Writes one row per input row: the predictive mean, its standard deviation and
@@ -278,9 +284,17 @@ def predict(model_file, data, output, id_column, sep, na_values, level, as_json,
     try:
         frame = read_table(data, text_columns=tm.schema.categorical, sep=sep, na_values=_columns(na_values))
         say(f"predicting {tm.target!r} for {len(frame)} row{'s' * (len(frame) != 1)} with {tm.metadata.get('model')}")
-        table = tm.predict(frame, level=level, id_column=id_column)
+        with warnings.catch_warnings(record=True) as caught:  # shown as plain lines, not with source code
+            warnings.simplefilter("always", HDGPWarning)
+            table = tm.predict(frame, level=level, id_column=id_column, unknown_levels=unknown_levels)
     except (TableError, ValueError, TypeError, FloatingPointError) as exc:
         _fail(exc)
+    notes = list(dict.fromkeys(str(w.message) for w in caught if issubclass(w.category, HDGPWarning)))
+    for w in caught:
+        if not issubclass(w.category, HDGPWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+    for note in notes:
+        click.echo(f"Warning: {note}", err=True)
     if kind == "parquet":
         import io
 
@@ -294,7 +308,7 @@ def predict(model_file, data, output, id_column, sep, na_values, level, as_json,
     except OSError as exc:  # disk full, no permission
         _fail(exc)
     if as_json:
-        info = {"output": str(out), "n_rows": len(table), "columns": list(table.columns)}
+        info = {"output": str(out), "n_rows": len(table), "columns": list(table.columns), "warnings": notes}
         if tm.task == "classification":
             info["labels"] = {str(k): int(v) for k, v in table["label"].value_counts().sort_index().items()}
         else:

@@ -6,6 +6,8 @@ in, pandas out, with the user's column names and categorical labels.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pandas as pd
 from scipy.stats import norm
@@ -121,15 +123,25 @@ class TabularModel:
             raise AttributeError("classes_ exists only for a model fitted to a classification target.")
         return np.asarray(self.schema.classes)
 
-    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """The numeric inputs the estimator sees for ``frame`` (checks columns and values)."""
+    def transform(self, frame: pd.DataFrame, unknown_levels: str = "error") -> pd.DataFrame:
+        """The numeric inputs the estimator sees for ``frame`` (checks columns and values;
+        ``unknown_levels`` as in :meth:`predict`)."""
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"TabularModel.predict needs a pandas DataFrame, got {type(frame).__name__}.")
         if frame.shape[0] == 0:
             raise TableError("The table has no rows to predict.")
-        return self.schema.encode(frame)
+        return self.schema.encode(frame, unknown=unknown_levels)
 
-    def predict(self, frame: pd.DataFrame, *, level: float = 0.95, id_column: str | None = None) -> pd.DataFrame:
+    def _estimator_for(self, unknown_levels: str):
+        """The estimator, or a shallow copy that reads the code of an unknown level as its average effect."""
+        est = self.estimator
+        if unknown_levels == "ignore" and getattr(est, "handle_unknown", None) == "error":
+            est = copy.copy(est)  # fitted state shared, read-only; the user's model keeps its setting
+            est.handle_unknown = "ignore"
+        return est
+
+    def predict(self, frame: pd.DataFrame, *, level: float = 0.95, id_column: str | None = None,
+                unknown_levels: str = "error") -> pd.DataFrame:
         """Predictions per row: the target's distribution (regression) or class probabilities.
 
         Parameters
@@ -142,6 +154,12 @@ class TabularModel:
             (Gaussian predictive of y). Not used by classifiers.
         id_column : str, optional
             Column copied to the output first, to match predictions to rows.
+        unknown_levels : {"error", "ignore"}, default="error"
+            A categorical value that training never saw: a :class:`~hdgp.io.TableError`, or
+            (``"ignore"``, with an :class:`~hdgp.exceptions.HDGPWarning` naming the rows) a
+            prediction without it: OAK models give that column's effect and its interactions their
+            average over the training levels (zero); one-hot models set all of its indicator
+            columns to 0.
 
         Returns
         -------
@@ -157,9 +175,10 @@ class TabularModel:
             if id_column in self._prediction_columns(level):  # checked before the (possibly long) prediction
                 raise TableError(f"The id column {id_column!r} has the name of a prediction column; rename it.")
         if self.task == "classification":
-            out = self.predict_proba(frame)
+            out = self.predict_proba(frame, unknown_levels=unknown_levels)
         else:
-            out = predict_frame(self.estimator, self.transform(frame), level=level)
+            X = self.transform(frame, unknown_levels)
+            out = predict_frame(self._estimator_for(unknown_levels), X, level=level)
             if not np.all(np.isfinite(out[["mean", "std"]].to_numpy())):
                 raise FloatingPointError("The model produced non-finite predictions; refit it (see `hdgp fit --help`).")
         if id_column is not None:
@@ -172,8 +191,8 @@ class TabularModel:
             return proba_columns(self.schema)
         return ["mean", "std", *_interval(level)[1:]]
 
-    def predict_proba(self, frame: pd.DataFrame) -> pd.DataFrame:
-        """Class probabilities per row (classification only).
+    def predict_proba(self, frame: pd.DataFrame, *, unknown_levels: str = "error") -> pd.DataFrame:
+        """Class probabilities per row (classification only; ``unknown_levels`` as in :meth:`predict`).
 
         Returns
         -------
@@ -183,8 +202,9 @@ class TabularModel:
         if self.task != "classification":
             raise TypeError(f"predict_proba needs a classifier; this model fits {self.target!r} as regression. "
                             "Use predict for its mean and intervals.")
-        X = self.transform(frame)
-        return proba_frame(self.schema, predict_proba_codes(self.estimator, X, len(self.schema.classes)), X.index)
+        X = self.transform(frame, unknown_levels)
+        proba = predict_proba_codes(self._estimator_for(unknown_levels), X, len(self.schema.classes))
+        return proba_frame(self.schema, proba, X.index)
 
     # ------------------------------------------------------------- display
     def summary(self) -> str:
