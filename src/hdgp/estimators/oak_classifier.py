@@ -47,8 +47,10 @@ class OAKClassifier(GPClassifier):
     max_order : int or None, default=None
         Highest interaction order; None means :math:`\min(D, 4)`, the paper's choice
         for classification (:data:`DEFAULT_MAX_ORDER`).
-    measure, gmm_components, flow, log_transform, clip_inputs, categorical_features, binary_features, handle_unknown, order_variance_prior, max_sobol_terms
+    measure, gmm_components, flow, log_transform, clip_inputs
         Input handling and kernel as in :class:`~hdgp.estimators.oak.OAKRegressor`.
+    categorical_features, binary_features, handle_unknown, order_variance_prior, max_sobol_terms
+        As in :class:`~hdgp.estimators.oak.OAKRegressor`.
     sobol_threshold : float, default=0.99
         Cumulative normalised Sobol mass of each latent function kept in ``components_``
         (as in :class:`~hdgp.estimators.oak.OAKRegressor`).
@@ -129,9 +131,9 @@ class OAKClassifier(GPClassifier):
         return OAKRegressor(max_order=self.max_order, measure=self.measure, gmm_components=self.gmm_components,
                             flow=self.flow, log_transform=self.log_transform, clip_inputs=self.clip_inputs,
                             categorical_features=self.categorical_features, binary_features=self.binary_features,
-                            handle_unknown=getattr(self, "handle_unknown", "error"), order_variance_prior=self.order_variance_prior, sobol_threshold=self.sobol_threshold,
-                            max_sobol_terms=self.max_sobol_terms,
-                            random_state=self.random_state)
+                            handle_unknown=getattr(self, "handle_unknown", "error"),  # absent from old model files
+                            order_variance_prior=self.order_variance_prior, sobol_threshold=self.sobol_threshold,
+                            max_sobol_terms=self.max_sobol_terms, random_state=self.random_state)
 
     def _validate_kernel(self) -> None:
         self._encoder()._validate_params_extra()
