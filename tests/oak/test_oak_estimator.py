@@ -223,7 +223,9 @@ def test_many_continuous_features_also_start_smooth_and_keep_the_better_fit(d):
     assert list(est.start_losses_) == starts
     assert est.fit_result_.loss == min(est.start_losses_.values())
     sparse = OAKRegressor(max_order=2, max_iter=3, flow=False, inference="sparse", n_inducing=10).fit(X, y)
-    assert list(sparse.start_losses_) == ["authors"]  # sparse fits keep the authors' start
+    assert list(sparse.start_losses_) == starts and sparse.fit_result_.loss == min(sparse.start_losses_.values())
+    svgp = OAKRegressor(max_order=2, max_iter=3, flow=False, inference="variational", n_inducing=10).fit(X, y)
+    assert list(svgp.start_losses_) == ["authors"]  # minibatch SVGP keeps the authors' start
     X_t = torch.as_tensor(X, dtype=torch.float64)
     est._candidate_ = 1
     assert float(est._make_kernel(X_t).base_kernel.lengthscale.detach().min()) == SMOOTH_START_LENGTHSCALE
