@@ -6,6 +6,10 @@ one line (``warnings.simplefilter("ignore", hdgp.exceptions.HDGPWarning)``).
 
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 from sklearn.exceptions import ConvergenceWarning as _SklearnConvergenceWarning
 
 __all__ = [
@@ -14,7 +18,10 @@ __all__ = [
     "ConvergenceWarning",
     "CostWarning",
     "NotPositiveDefiniteError",
+    "warn_caller",
 ]
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
 class HDGPWarning(UserWarning):
@@ -39,3 +46,13 @@ class CostWarning(HDGPWarning):
 
 class NotPositiveDefiniteError(ValueError):
     """A kernel matrix stayed non positive-definite after maximal jitter."""
+
+
+def warn_caller(message: str, category: type[Warning] = HDGPWarning) -> None:
+    """Warn at the first frame outside hdgp (the user's line), whatever the depth of the call inside
+    hdgp: a fixed ``stacklevel`` is right for one path only (``warnings.warn``'s ``skip_file_prefixes``
+    needs Python 3.12)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level + 1)

@@ -361,8 +361,12 @@ def test_an_unknown_level_predicts_the_average_over_the_training_levels(frame):
     np.testing.assert_allclose(est.predict_component(rows(unseen), ("a",) if frame else (0,)),
                                est.predict_component(rows(levels[0]), ("a",) if frame else (0,)))
     warner, _ = _unknown_level_model("warn", frame)
-    with pytest.warns(HDGPWarning, match="not seen during fit in 7 row"):
+    with pytest.warns(HDGPWarning, match="not seen during fit in 7 row") as caught:
         np.testing.assert_allclose(warner.predict(rows(unseen)), mean)
+    assert caught[0].filename == __file__  # attributed to the caller's line, array or DataFrame
+    est.set_params(handle_unknown="Error")  # set after fit: checked where it is used
+    with pytest.raises(ValueError, match="handle_unknown must be one of"):
+        est.predict(rows(unseen))
     with pytest.raises(ValueError, match="handle_unknown='ignore'"):
         _unknown_level_model("error", frame)[0].predict(rows(unseen))
 
@@ -377,8 +381,23 @@ def test_handle_unknown_is_validated_and_reaches_the_classifier():
                         random_state=0).fit(X, y)
     proba = clf.predict_proba(np.array([[0.3, 5.0]]))
     assert proba.shape == (1, 2) and np.isfinite(proba).all()
+    # the setting is read at prediction, as the regressor's: no refit needed to change it
     with pytest.raises(ValueError, match="not seen during fit"):
-        clf.set_params(handle_unknown="error").fit(X, y).predict(np.array([[0.3, 5.0]]))
+        clf.set_params(handle_unknown="error").predict(np.array([[0.3, 5.0]]))
+    with pytest.warns(HDGPWarning, match="not seen during fit in 1 row") as caught:
+        np.testing.assert_allclose(clf.set_params(handle_unknown="warn").predict_proba([[0.3, 5.0]]), proba)
+    assert caught[0].filename == __file__
+    assert clf.encoder_.handle_unknown == "ignore"  # the fitted encoder is not changed by it
+
+
+def test_unknown_level_test_agrees_with_the_codes_of_a_dataframe_column():
+    """True/False are 1/0 to pandas' isin but not to the level index: both must call them unknown."""
+    rng = np.random.default_rng(5)
+    a, c = rng.normal(size=60), rng.integers(0, 3, 60)
+    est = OAKRegressor(max_order=2, max_iter=10, random_state=0).fit(
+        pd.DataFrame({"a": a, "c": pd.Series(c, dtype=object)}), np.sin(a) + c)
+    with pytest.raises(ValueError, match=r"level\(s\) False, True not seen during fit"):
+        est.predict(pd.DataFrame({"a": [0.0, 0.0], "c": pd.Series([False, True], dtype=object)}))
 
 
 def test_missing_and_unused_categories_get_clear_errors():

@@ -257,7 +257,27 @@ def test_unknown_levels_ignored_on_request_with_a_warning(files, regions_fit, tm
     freq = next(m for m in tm.estimator.kernel_.modules() if isinstance(m, ConstrainedCategoricalKernel)).level_weights
     rows = pd.concat([frame.iloc[[1]].assign(region=level) for level in tm.schema.levels["region"]])
     np.testing.assert_allclose(pred["mean"][1], np.dot(freq.numpy(), tm.predict(rows)["mean"]), rtol=1e-6)
-    assert tm.estimator.handle_unknown == "error"  # the loaded model itself is unchanged
+    tm.predict(frame, unknown_levels="ignore")
+    assert tm.estimator.handle_unknown == "error"  # predicting with unknown levels ignored leaves the model as it was
+    with pytest.raises(ValueError, match="unknown_levels must be 'error' or 'ignore'"):
+        tm.predict(frame, unknown_levels="warn")
+
+
+def test_unknown_levels_ignored_by_an_oak_classifier(tmp_path):
+    rng = np.random.default_rng(0)
+    x, region = rng.normal(size=80), rng.choice(["north", "south", "east"], 80)
+    pd.DataFrame({"x": x, "region": region, "label": np.where(x + (region == "north") > 0.3, "yes", "no")}) \
+        .to_csv(tmp_path / "cls.csv", index=False)
+    pd.DataFrame({"x": [0.1, 0.2], "region": ["west", "north"]}).to_csv(tmp_path / "new.csv", index=False)
+    fitted = _run("fit", tmp_path / "cls.csv", "-t", "label", "-m", "oak", "-o", tmp_path / "cls.hdgp",
+                  "-p", "max_iter=10", "--quiet")
+    assert fitted.exit_code == 0, fitted.output
+    result = _run("predict", tmp_path / "cls.hdgp", tmp_path / "new.csv", "-o", tmp_path / "p.csv",
+                  "--unknown-levels", "ignore")
+    assert result.exit_code == 0, result.output
+    assert "Warning: Column 'region' has value(s) 'west' in rows 1" in result.stderr
+    proba = pd.read_csv(tmp_path / "p.csv")[["proba_no", "proba_yes"]].to_numpy()
+    assert np.isfinite(proba).all() and np.allclose(proba.sum(1), 1.0)
 
 
 def test_parquet_tsv_and_csv_out_and_other_suffixes_refused(files, regions_fit, tmp_path):

@@ -13,7 +13,7 @@ from gpytorch.priors import GammaPrior
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
-from ..exceptions import HDGPWarning
+from ..exceptions import HDGPWarning, warn_caller
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
@@ -338,24 +338,26 @@ class OAKRegressor(BaseGPRegressor):
                     f"Column {c!r} has missing values (rows {missing[:5].tolist()}); fill them, or give "
                     "'missing' a level of its own, before fitting or predicting."
                 )
-            unknown = ~col.isin(cats).to_numpy()
+            codes = pd.Index(cats).get_indexer(col)  # an unknown level's code is -1
+            unknown = codes == -1
             if unknown.any():
                 self._unknown_levels(c, col[unknown].unique(), cats, int(unknown.sum()))
-            X[c] = pd.Index(cats).get_indexer(col).astype(float)  # an unknown level's code is -1
+            X[c] = codes.astype(float)
         return X
 
     def _unknown_levels(self, column, values, known, n_rows: int) -> None:
         """Apply ``handle_unknown`` to ``values`` of ``column`` (in ``n_rows`` rows) not among the ``known`` levels."""
         shown = ", ".join(sorted(f"{v:g}" if isinstance(v, float) else str(v) for v in values)[:5])
         policy = getattr(self, "handle_unknown", "error")  # a model saved before the option existed
+        if not isinstance(policy, str) or policy not in _HANDLE_UNKNOWN:  # set after fit: not validated yet
+            raise ValueError(f"handle_unknown must be one of {_HANDLE_UNKNOWN}, got {policy!r}.")
         if policy == "error":
             raise ValueError(f"Column {column!r} has level(s) {shown} not seen during fit (known: "
                              f"{', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in known)}); "
                              "map them to a known level, or set handle_unknown='ignore'.")
         if policy == "warn":
-            warnings.warn(f"Column {column!r} has level(s) {shown} not seen during fit in {n_rows} row(s): its "
-                          "effect and its interactions are set to their average (zero) there.",
-                          HDGPWarning, stacklevel=5)
+            warn_caller(f"Column {column!r} has level(s) {shown} not seen during fit in {n_rows} row(s): its "
+                        "effect and its interactions are set to their average (zero) there.")
 
     def _frame_labels(self) -> list:
         """The fitted DataFrame's column labels in order (empty for arrays)."""

@@ -17,6 +17,8 @@ in place of the training inputs (the "similar formula for sparse GP"):
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from sklearn.metrics import log_loss, roc_auc_score
@@ -138,9 +140,19 @@ class OAKClassifier(GPClassifier):
     def _validate_kernel(self) -> None:
         self._encoder()._validate_params_extra()
 
+    def _predict_encoder(self) -> OAKRegressor:
+        """``encoder_``, or a shallow copy of it with this classifier's current ``handle_unknown``
+        (set after fit, or on a copy of this classifier: the fitted encoder is shared, not changed)."""
+        policy = getattr(self, "handle_unknown", "error")
+        if getattr(self.encoder_, "handle_unknown", "error") == policy:
+            return self.encoder_
+        encoder = copy.copy(self.encoder_)
+        encoder.handle_unknown = policy
+        return encoder
+
     def _check_X(self, X, y=None, *, fit: bool = False):
         if not fit:
-            return super()._check_X(self.encoder_._encode_frame(X, fit=False))
+            return super()._check_X(self._predict_encoder()._encode_frame(X, fit=False))
         self.encoder_ = self._encoder()
         X, y = super()._check_X(self.encoder_._encode_frame(X, fit=True), y, fit=True)
         if hasattr(self, "feature_names_in_"):
@@ -152,7 +164,8 @@ class OAKClassifier(GPClassifier):
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         if fit:
             self.encoder_._fit_seed_ = self._fit_seed_
-        return self.encoder_._transform_inputs(X, fit)
+            return self.encoder_._transform_inputs(X, fit)
+        return self._predict_encoder()._transform_inputs(X, fit)
 
     def _make_kernel(self, X):
         if self.max_order is None:

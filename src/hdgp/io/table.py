@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from pandas.tseries.api import guess_datetime_format
 
-from ..exceptions import HDGPWarning
+from ..exceptions import warn_caller
 
 __all__ = ["TableError", "TableSchema", "read_table", "infer_task", "MAX_CATEGORICAL_LEVELS", "MAX_CLASSES",
            "TASKS"]
@@ -605,7 +605,7 @@ class TableSchema:
                                      "--unknown-levels ignore).")
                 meaning = ("the average effect of the column" if self.encoding == "codes"
                            else "no known level (all its indicator columns 0)")
-                warnings.warn(f"{where}: predicted with {meaning}.", HDGPWarning, stacklevel=2)
+                warn_caller(f"{where}: predicted with {meaning}.")
             codes = labels.map(known).fillna(-1).astype(np.float64)  # -1: a level not seen in training
             if self.encoding == "codes":
                 out[c] = codes

@@ -128,14 +128,17 @@ class TabularModel:
         ``unknown_levels`` as in :meth:`predict`)."""
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"TabularModel.predict needs a pandas DataFrame, got {type(frame).__name__}.")
+        if unknown_levels not in ("error", "ignore"):
+            raise ValueError(f"unknown_levels must be 'error' or 'ignore', got {unknown_levels!r}.")
         if frame.shape[0] == 0:
             raise TableError("The table has no rows to predict.")
         return self.schema.encode(frame, unknown=unknown_levels)
 
     def _estimator_for(self, unknown_levels: str):
-        """The estimator, or a shallow copy that reads the code of an unknown level as its average effect."""
+        """The estimator, or a shallow copy that reads the code of an unknown level as its average effect
+        (silently: the schema has warned, naming the values the codes stand for)."""
         est = self.estimator
-        if unknown_levels == "ignore" and getattr(est, "handle_unknown", None) == "error":
+        if unknown_levels == "ignore" and getattr(est, "handle_unknown", "ignore") != "ignore":
             est = copy.copy(est)  # fitted state shared, read-only; the user's model keeps its setting
             est.handle_unknown = "ignore"
         return est
