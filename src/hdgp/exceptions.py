@@ -22,6 +22,8 @@ __all__ = [
 ]
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: torch's ``no_grad`` decorator: a wrapper frame between hdgp functions and their caller
+_TORCH_WRAPPER = os.path.join("torch", "utils", "_contextlib.py")
 
 
 class HDGPWarning(UserWarning):
@@ -50,9 +52,10 @@ class NotPositiveDefiniteError(ValueError):
 
 def warn_caller(message: str, category: type[Warning] = HDGPWarning) -> None:
     """Warn at the first frame outside hdgp (the user's line), whatever the depth of the call inside
-    hdgp: a fixed ``stacklevel`` is right for one path only (``warnings.warn``'s ``skip_file_prefixes``
-    needs Python 3.12)."""
+    hdgp (and through torch's ``no_grad`` wrappers): a fixed ``stacklevel`` is right for one path
+    only (``warnings.warn``'s ``skip_file_prefixes`` needs Python 3.12)."""
     frame, level = sys._getframe(1), 1
-    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+    while frame is not None and (frame.f_code.co_filename.startswith(_PACKAGE_DIR)
+                                 or frame.f_code.co_filename.endswith(_TORCH_WRAPPER)):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level + 1)

@@ -34,7 +34,7 @@ from typing import Sequence
 
 import torch
 
-from .exceptions import CostWarning
+from .exceptions import CostWarning, NumericalWarning, warn_caller
 from .kernels.additive_kernel import AdditiveKernel, elementary_symmetric
 
 __all__ = [
@@ -179,6 +179,10 @@ def compute_sobol(kernel: AdditiveKernel, X: torch.Tensor, alpha: torch.Tensor, 
     if X.dtype != torch.float64:
         kernel, X, alpha = copy.deepcopy(kernel).double(), X.double(), alpha.double()
     L = sobol_matrices(kernel, X)
+    if not torch.isfinite(L).all():  # reported, not passed on as NaN indices
+        bad = torch.nonzero(~torch.isfinite(L).flatten(1).all(1)).ravel().tolist()
+        warn_caller(f"The Sobol integrals of feature(s) {bad} are not finite, so the Sobol indices are "
+                    "NaN; please report this with the model's hyper-parameters.", NumericalWarning)
     per_order = order_sobol(kernel, L, alpha).clamp_min(0)
     total = per_order.sum().clamp_min(torch.finfo(per_order.dtype).tiny)
     terms, values = term_sobol(kernel, L, alpha, max_terms=max_terms)

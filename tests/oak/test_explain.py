@@ -18,6 +18,7 @@ from hdgp.explain import (
     term_sobol,
     truncated_mean,
 )
+from hdgp.exceptions import NumericalWarning
 from hdgp.inference.exact import ExactGPModel
 from hdgp.kernels.additive_kernel import AdditiveKernel
 from hdgp.kernels.feature_stack import FeatureStackKernel
@@ -202,3 +203,18 @@ def test_select_terms_takes_the_smallest_prefix_reaching_the_threshold():
     assert select_terms(res, 0.9) == [(0,), (1,)]
     assert select_terms(res, 0.95) == [(0,), (1,), (0, 1)]
     assert select_terms(res, 1.0) == [(0,), (1,), (0, 1)]
+
+
+def test_non_finite_sobol_integrals_are_reported_not_returned_silently(monkeypatch):
+    post, X, base = gaussian_oak_posterior()
+    real = base.sobol_integral
+
+    def broken(x1, x2):
+        L = real(x1, x2).clone()
+        L[1] = float("nan")
+        return L
+
+    monkeypatch.setattr(base, "sobol_integral", broken)
+    with pytest.warns(NumericalWarning, match=r"feature\(s\) \[1\] are not finite") as caught:
+        result = compute_sobol(post.kernel, X, post.alpha)
+    assert caught[0].filename == __file__ and torch.isnan(result.by_order).all()

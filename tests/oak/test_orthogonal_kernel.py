@@ -411,3 +411,23 @@ def test_gmm_measure_of_a_two_valued_feature_keeps_both_values():
 def test_gmm_measure_refuses_a_component_count_that_is_not_a_positive_integer(n_components):
     with pytest.raises(ValueError, match="n_components must be a positive integer"):
         gaussian_mixture_measure([np.random.default_rng(0).normal(size=50)], n_components=n_components)
+
+
+@pytest.mark.parametrize("name", ["gaussian", "gmm"])
+def test_a_feature_switched_off_by_a_huge_lengthscale_has_finite_zero_sobol_integrals(name):
+    """A fit can drive an irrelevant feature's length-scale to 1e138 (sparse OAK on pumadyn32nm):
+    the constrained kernel and its Sobol integral tend to 0, and must not overflow to NaN on the way."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1, 40, 1))
+    if name == "gaussian":
+        measure = gaussian_measure(np.array([0.1]), np.array([1.2]))
+    else:
+        measure = gaussian_mixture_measure([rng.normal(size=200)], 2, random_state=0)
+    k = ConstrainedSEKernel(measure)
+    x = torch.as_tensor(x)
+    for ls in (1e3, 1e138):
+        k.lengthscale = ls
+        L = k.sobol_integral(x, x).detach()
+        K = k.forward(x, x).detach()
+        assert torch.isfinite(L).all() and torch.isfinite(K).all()
+        assert L.abs().max() < (1e-5 if ls == 1e3 else 1e-12) and K.abs().max() < (1e-5 if ls == 1e3 else 1e-12)

@@ -34,11 +34,14 @@ def _gauss_overlap(mu, var, a, p, b, q):
     The two exponentials multiply to :math:`e^{-(a-b)^2/2(p+q)} e^{-(x-c)^2/2r}` with
     :math:`r = pq/(p+q)`, :math:`c = (aq+bp)/(p+q)`; the Gaussian integral of the
     latter is :math:`\sqrt{r/(r+v)}\, e^{-(c-\mu)^2/2(r+v)}`. With :math:`v = 0` it is
-    the point evaluation, so point masses need no special case.
+    the point evaluation, so point masses need no special case. :math:`r` and :math:`c` are
+    formed from the ratios :math:`q/(p+q)` and :math:`p/(p+q)`: a feature switched off by a fit
+    has :math:`\ell \approx 10^{138}`, and :math:`pq` overflows where :math:`p` does not.
     """
     s = p + q
-    r = p * q / s
-    c = (a * q + b * p) / s
+    share_q, share_p = q / s, p / s
+    r = p * share_q
+    c = a * share_q + b * share_p
     return torch.exp(-((a - b) ** 2) / (2 * s) - (c - mu) ** 2 / (2 * (r + var))) * torch.sqrt(r / (r + var))
 
 
