@@ -29,6 +29,18 @@ _MEASURES = ("gaussian", "empirical", "gmm")
 #: Engines whose posterior exposes support points and weights for the Sobol indices.
 _INFERENCE = ("auto", "exact", "sparse", "variational")
 _HANDLE_UNKNOWN = ("error", "ignore", "warn")
+
+
+def _check_handle_unknown(value) -> None:
+    if not isinstance(value, str) or value not in _HANDLE_UNKNOWN:
+        raise ValueError(f"handle_unknown must be one of {_HANDLE_UNKNOWN}, got {value!r}.")
+
+
+def _level_text(value) -> str:
+    """A level in messages: numbers as 7 (not 7.0), anything else as its text."""
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 #: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5;
 #: these values: the authors' code).
 _ORDER_PRIOR = (1.0, 0.2)
@@ -259,8 +271,7 @@ class OAKRegressor(BaseGPRegressor):
     def _validate_params_extra(self) -> None:
         if self.measure not in _MEASURES:
             raise ValueError(f"measure must be one of {_MEASURES}, got {self.measure!r}.")
-        if not isinstance(self.handle_unknown, str) or self.handle_unknown not in _HANDLE_UNKNOWN:
-            raise ValueError(f"handle_unknown must be one of {_HANDLE_UNKNOWN}, got {self.handle_unknown!r}.")
+        _check_handle_unknown(self.handle_unknown)
         if self.inference not in _INFERENCE:
             raise ValueError(f"OAKRegressor supports inference in {_INFERENCE}, got {self.inference!r}.")
         if isinstance(self.gmm_components, bool) or not isinstance(self.gmm_components, numbers.Integral) \
@@ -347,13 +358,12 @@ class OAKRegressor(BaseGPRegressor):
 
     def _unknown_levels(self, column, values, known, n_rows: int) -> None:
         """Apply ``handle_unknown`` to ``values`` of ``column`` (in ``n_rows`` rows) not among the ``known`` levels."""
-        shown = ", ".join(sorted(f"{v:g}" if isinstance(v, float) else str(v) for v in values)[:5])
+        shown = ", ".join(sorted(map(_level_text, values))[:5])
         policy = getattr(self, "handle_unknown", "error")  # a model saved before the option existed
-        if not isinstance(policy, str) or policy not in _HANDLE_UNKNOWN:  # set after fit: not validated yet
-            raise ValueError(f"handle_unknown must be one of {_HANDLE_UNKNOWN}, got {policy!r}.")
+        _check_handle_unknown(policy)  # (set after fit: not validated by it)
         if policy == "error":
             raise ValueError(f"Column {column!r} has level(s) {shown} not seen during fit (known: "
-                             f"{', '.join(f'{v:g}' if isinstance(v, float) else str(v) for v in known)}); "
+                             f"{', '.join(map(_level_text, known))}); "
                              "map them to a known level, or set handle_unknown='ignore'.")
         if policy == "warn":
             warn_caller(f"Column {column!r} has level(s) {shown} not seen during fit in {n_rows} row(s): its "
