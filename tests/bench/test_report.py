@@ -7,9 +7,9 @@ import pytest
 from hdgp.bench import ResultStore, make_report, run_protocol
 
 
-def _fake(store, dataset, model, values, metric="rmse"):
+def _fake(store, dataset, model, values, metric="rmse", device=None):
     for split, v in enumerate(values):
-        store.write({"protocol": "tiny", "dataset": dataset, "model": model, "split": split, "seed": 0,
+        store.write({"device": device(split) if device else None, "protocol": "tiny", "dataset": dataset, "model": model, "split": split, "seed": 0,
                      "status": "done", "metrics": {metric: float(v)}, "fit_seconds": 0.1, "predict_seconds": 0.01,
                      "peak_rss_mb": 500.0, "rss_increase_mb": 1.0, "n_train": 90, "threads": 1,
                      "versions": {"hdgp": "0"}, "machine": {"platform": "test", "cores": 2}})
@@ -106,3 +106,19 @@ def test_report_without_the_reference_folder_warns(tiny_protocol, protocol_file,
     with pytest.warns(HDGPWarning, match="Paper numbers not found.*no paper column"):
         paths = make_report(path, db=db, out_dir=tmp_path / "out", plots=False)
     assert "*Paper numbers not found" in paths["markdown"].read_text()
+
+
+def test_the_cost_table_shows_the_device_once_a_task_ran_on_a_gpu(tiny_protocol, protocol_file, tmp_path):
+    path = str(protocol_file(tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
+                                                   {"label": "GAM", "preset": "GAM"}])))
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "Linear", [0.5, 0.6])
+    md = make_report(path, db=db, out_dir=tmp_path / "cpu", plots=False)["markdown"].read_text()
+    assert "device" not in md and "GPU" not in md
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "GAM", [0.2, 0.3], device=lambda split: "cuda:0 (Test GPU)" if split == 0 else "cpu")
+    md = make_report(path, db=db, out_dir=tmp_path / "gpu", plots=False)["markdown"].read_text()
+    rows = {ln.split("|")[2].strip(): ln for ln in md.splitlines() if ln.startswith("| bach |") and ln.count("|") == 10}
+    assert rows["GAM"].rstrip().endswith("| cpu, cuda:0 (Test GPU) |") and rows["Linear"].rstrip().endswith("| cpu |")
+    assert "1 task(s) ran on a GPU" in md

@@ -2,8 +2,11 @@
 
 import numpy as np
 import pytest
+import torch
 
 from hdgp.bench import ResultStore, run_protocol
+from hdgp.bench.runner import plan_tasks
+from hdgp.bench.task import _build_estimator
 
 
 @pytest.fixture
@@ -85,4 +88,23 @@ def test_a_misspelt_model_parameter_stops_the_run_before_any_task(tiny_protocol,
     spec = tiny_protocol(models=[{"label": "Typo", "preset": "Linear", "params": {"max_iters": 5}}])
     with pytest.raises(ValueError, match=r"Model 'Typo' of protocol 'tiny'.*no parameter\(s\) 'max_iters'"):
         run_protocol(str(protocol_file(spec)), workers=0, db=tmp_path / "r.sqlite", progress=False)
+    assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_device_reaches_the_torch_models_only_and_is_recorded(tiny_protocol, protocol_file, tmp_path):
+    spec = tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
+                                 {"label": "SIGP", "preset": "SIGP", "params": {"rank": 2}}], splits=(0,))
+    tasks, _ = plan_tasks(str(protocol_file(spec)), device="cpu")
+    built = {t.model.label: _build_estimator(t) for t in tasks}
+    assert built["Linear"].device == "cpu" and "device" not in built["SIGP"].get_params()
+    run_protocol(str(protocol_file(spec)), workers=0, db=tmp_path / "r.sqlite", progress=False, device="cpu")
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        frame = store.frame("tiny")
+    assert sorted(frame["device"]) == ["cpu", "cpu"]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
+def test_a_cuda_run_without_a_gpu_stops_before_any_task(tiny_protocol, protocol_file, tmp_path):
+    with pytest.raises(ValueError, match="sees no CUDA GPU"):
+        run_protocol(str(protocol_file(tiny_protocol())), workers=0, db=tmp_path / "r.sqlite", device="cuda")
     assert not (tmp_path / "r.sqlite").exists()

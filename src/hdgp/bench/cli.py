@@ -108,8 +108,10 @@ def _echo_status(frame, dry_run: bool, workers: int) -> None:
               help="Run the selected tasks again even if done, replacing their records (after a code change).")
 @click.option("--dry-run", is_flag=True, help="Show what would run and an estimate of its cost; run nothing.")
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
+@click.option("--device", default=None, metavar="DEVICE",
+              help="Torch device for the models that take one, e.g. cuda (default: the CPU). Results record it.")
 def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, threads, dask_scheduler,
-            retry_failed, rerun, dry_run, no_progress):
+            retry_failed, rerun, dry_run, no_progress, device):
     """Run every missing task of PROTOCOL (a built-in name or a protocol .json file); with --rerun, every selected one."""
     from .protocols import get_protocol
     from .runner import describe_unregistered, run_protocol, usable_cores
@@ -131,7 +133,7 @@ def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, th
                                splits=split_indices, seeds=seed_list, workers=workers, threads=threads,
                                dask_scheduler=dask_scheduler, db=db, retry_failed=retry_failed, rerun=rerun,
                                data_dir=data_dir, progress=not no_progress, command=_command_line(),
-                               warn_skipped=False)
+                               warn_skipped=False, device=device)
     except (ValueError, FileNotFoundError, StoreError, ImportError) as exc:
         raise click.ClickException(str(exc)) from None
     except OSError as exc:  # e.g. a Dask scheduler that does not answer

@@ -61,20 +61,25 @@ def _metric_table(cmp: pd.DataFrame, metric: str, dataset_order: list[str], mode
 
 
 def _timing_table(results: pd.DataFrame, dataset_order: list[str], model_order: list[str]) -> list[str]:
-    done = results[results["status"] == "done"]
+    done = results[results["status"] == "done"].copy()
     if done.empty:
         return []
+    # rows from before the device column ran on the CPU; a column appears once some task ran elsewhere
+    done["device"] = done["device"].fillna("cpu") if "device" in done else "cpu"
     g = done.groupby(["dataset", "model"]).agg(n_train=("n_train", "median"), fit=("fit_seconds", "mean"),
                                                predict=("predict_seconds", "mean"),
                                                peak=("peak_rss_mb", "max"), inc=("rss_increase_mb", "max"),
-                                               threads=("threads", "max")).reset_index()
+                                               threads=("threads", "max"),
+                                               device=("device", lambda d: ", ".join(sorted(set(d))))).reset_index()
     g = _in_protocol_order(g, dataset_order, model_order)
+    show_device = bool((done["device"] != "cpu").any())
     lines = ["## Cost per task", "",
-             "| data set | model | n train | fit s (mean) | predict s (mean) | peak RSS MB | RSS increase MB | threads |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| data set | model | n train | fit s (mean) | predict s (mean) | peak RSS MB | RSS increase MB | threads |"
+             + (" device |" if show_device else ""),
+             "|---|---|---:|---:|---:|---:|---:|---:|" + ("---|" if show_device else "")]
     for r in g.itertuples():
         lines.append(f"| {r.dataset} | {r.model} | {r.n_train:.0f} | {r.fit:.2f} | {r.predict:.3f} | {r.peak:.0f} | "
-                     f"{r.inc:.0f} | {r.threads:.0f} |")
+                     f"{r.inc:.0f} | {r.threads:.0f} |" + (f" {r.device} |" if show_device else ""))
     return lines + [""]
 
 
@@ -158,6 +163,10 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
         m = machines.iloc[-1]
         lines.append(f"Machine: {m.get('platform')}, {m.get('cores')} usable cores; threads per task: "
                      f"{int(results['threads'].max())}. Timings come from a shared, often busy machine.")
+    on_gpu = results["device"].fillna("cpu").ne("cpu") if "device" in results else pd.Series(False, results.index)
+    if on_gpu.any():
+        lines.append(f"{int(on_gpu.sum())} task(s) ran on a GPU (`bench run --device`; the cost table's device "
+                     "column): their times do not compare with the CPU rows'.")
     n_done = int((results["status"] == "done").sum())
     n_failed = int((results["status"] == "failed").sum())
     lines += [f"Tasks in store: {n_done} done, {n_failed} failed. Report written "

@@ -123,7 +123,7 @@ def _needs_data_dir(protocol: Protocol, names: list[str]) -> list[str]:
 
 
 def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, data_dir=None, threads: int = 1,
-               warn_skipped: bool = True) -> tuple[list[TaskSpec], list[str]]:
+               warn_skipped: bool = True, device: str | None = None) -> tuple[list[TaskSpec], list[str]]:
     """All tasks of ``protocol`` restricted to the given names.
 
     Parameters
@@ -140,6 +140,9 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
         Torch threads per task.
     warn_skipped : bool
         Warn about protocol models whose preset is not registered (they are skipped).
+    device : str, optional
+        Torch device (e.g. ``"cuda"``) for the models whose estimator takes a ``device``;
+        the others, and all of them when None, run on the CPU.
 
     Returns
     -------
@@ -216,7 +219,7 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
                 for seed in seed_list:
                     tasks.append(TaskSpec(proto.name, spec, mspec, split, seed, proto.normalisation,
                                           dict(proto.estimator_params), data_dir, threads,
-                                          tuple(proto.extras)))
+                                          tuple(proto.extras), device))
     _check_selection(proto, tasks, ds_names, labels, split_list, available, datasets, models)
     beyond = {name: [s for s in split_list if s >= available[name]] for name in ds_names}
     if splits and any(beyond.values()):  # asked for by number: say which did not run
@@ -324,7 +327,7 @@ def _run_inline(tasks, threads, on_result):
 
 def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=None, workers=None, threads=1,
                  dask_scheduler=None, db=None, retry_failed=False, rerun=False, data_dir=None, progress=True,
-                 command=None, warn_skipped=True) -> RunSummary:
+                 command=None, warn_skipped=True, device=None) -> RunSummary:
     """Run every task of ``protocol`` that the results store does not hold yet.
 
     Parameters
@@ -357,6 +360,9 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
         The command line that started the run, logged in the store for report headers.
     warn_skipped : bool, default=True
         Warn about protocol models whose preset is not registered (listed in the summary either way).
+    device : str, optional
+        Torch device for the models that take one (see :func:`plan_tasks`); each result
+        records where it ran (``device`` column), and reports mark GPU timings.
 
     Returns
     -------
@@ -374,8 +380,13 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
             f"workers x threads = {max(workers, 1)} x {threads} exceeds the {cores} usable cores; this "
             "oversubscribes the CPU and distorts timings. Lower --workers or --threads."
         )
+    if device is not None:
+        from hdgp.estimators._base import resolve_device
+
+        resolve_device(device)  # an unknown device, or "cuda" without a GPU, fails here rather than in every task
     proto = get_protocol(protocol)
-    tasks, skipped_models = plan_tasks(proto, datasets, models, splits, seeds, data_dir, threads, warn_skipped)
+    tasks, skipped_models = plan_tasks(proto, datasets, models, splits, seeds, data_dir, threads, warn_skipped,
+                                       device)
     db_path = Path(db) if db is not None else default_db_path(proto.name)
     with ResultStore(db_path, writer=True) as store:
         pending = tasks_to_run(tasks, store.status(proto.name), retry_failed, rerun)

@@ -23,7 +23,7 @@ CREATE TABLE IF NOT EXISTS results (
     split INTEGER NOT NULL, seed INTEGER NOT NULL,
     status TEXT NOT NULL CHECK (status IN ('done', 'failed')),
     preset TEXT, metrics TEXT, fit_seconds REAL, predict_seconds REAL, peak_rss_mb REAL, rss_increase_mb REAL,
-    n_train INTEGER, n_test INTEGER, n_features INTEGER, threads INTEGER,
+    n_train INTEGER, n_test INTEGER, n_features INTEGER, threads INTEGER, device TEXT,
     hyperparameters TEXT, extras TEXT, warnings TEXT, versions TEXT, machine TEXT,
     error TEXT, traceback TEXT, attempts INTEGER NOT NULL DEFAULT 1,
     started_at REAL, finished_at REAL,
@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
 _JSON_COLUMNS = ("metrics", "hyperparameters", "extras", "warnings", "versions", "machine")
 _COLUMNS = ("protocol", "dataset", "model", "split", "seed", "status", "preset", "metrics", "fit_seconds",
             "predict_seconds", "peak_rss_mb", "rss_increase_mb", "n_train", "n_test", "n_features", "threads",
-            "hyperparameters", "extras", "warnings", "versions", "machine", "error", "traceback", "started_at", "finished_at")
+            "device", "hyperparameters", "extras", "warnings", "versions", "machine", "error", "traceback", "started_at",
+            "finished_at")
 
 
 class StoreError(RuntimeError):

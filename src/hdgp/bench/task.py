@@ -51,6 +51,7 @@ class TaskSpec:
     data_dir: str | None = None
     threads: int = 1
     extras: tuple = ()
+    device: str | None = None
 
     @property
     def key(self) -> tuple:
@@ -72,9 +73,13 @@ def set_threads(threads: int) -> None:
 
 @functools.lru_cache(maxsize=1)
 def _git_revision() -> str | None:
-    """``<commit>[+dirty]`` of the hdgp checkout this process imported, or None outside a git checkout."""
+    """``$HDGP_GIT_REVISION`` when set (a copy of the tree sent to a machine without its ``.git``),
+    else ``<commit>[+dirty]`` of the hdgp checkout this process imported, or None outside one."""
     import subprocess
     from pathlib import Path
+
+    if "HDGP_GIT_REVISION" in os.environ:
+        return os.environ["HDGP_GIT_REVISION"] or None
 
     here = Path(__file__).resolve().parent
     try:
@@ -224,6 +229,8 @@ def hyperparameter_summary(est) -> dict:
 
 
 def _build_estimator(task: TaskSpec):
+    """The task's preset with the protocol's estimator parameters, the task's seed and, where the
+    estimator takes one, the task's torch device (estimators without a ``device`` run on the CPU)."""
     from hdgp import preset
 
     est = preset(task.model.preset, **task.model.params)
@@ -231,7 +238,23 @@ def _build_estimator(task: TaskSpec):
     extra = {k: v for k, v in task.estimator_params.items() if k in accepted and k not in task.model.params}
     if "random_state" in accepted and "random_state" not in task.model.params:
         extra["random_state"] = task.seed
+    if task.device is not None and "device" in accepted and "device" not in task.model.params:
+        extra["device"] = task.device
     return est.set_params(**extra) if extra else est
+
+
+def _device_of(est) -> str:
+    """Where ``est`` computed: ``"cpu"``, or the torch device and its name (``"cuda:0 (NVIDIA H200)"``)."""
+    device = est.get_params(deep=False).get("device")
+    if device is None or str(device) == "cpu":
+        return "cpu"
+    import torch
+
+    device = torch.device(device)
+    if device.type != "cuda":
+        return str(device)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
 
 def failed_record(task: TaskSpec, error: str) -> dict:
@@ -250,7 +273,7 @@ def run_task(task: TaskSpec) -> dict:
     -------
     dict with ``status`` ("done" or "failed"), ``metrics``, ``fit_seconds``,
     ``predict_seconds``, ``peak_rss_mb``, ``hyperparameters``, ``warnings``,
-    ``extras``, ``versions``, ``machine``, ``threads``, ``error``, ``traceback``,
+    ``extras``, ``versions``, ``machine``, ``threads``, ``device``, ``error``, ``traceback``,
     ``started_at``, ``finished_at`` and the task's key fields.
     """
     from .datasets import load_split
@@ -264,6 +287,7 @@ def run_task(task: TaskSpec) -> dict:
         set_threads(task.threads)
         data = load_split(task.dataset, task.split, task.normalisation, task.data_dir)
         est = _build_estimator(task)
+        record["device"] = _device_of(est)
         record["n_train"], record["n_test"], record["n_features"] = (
             int(data.X_train.shape[0]), int(data.X_test.shape[0]), int(data.X_train.shape[1]))
         with _PeakRSS() as mem, warnings.catch_warnings(record=True) as caught:
