@@ -121,4 +121,4 @@ def test_the_cost_table_shows_the_device_once_a_task_ran_on_a_gpu(tiny_protocol,
     md = make_report(path, db=db, out_dir=tmp_path / "gpu", plots=False)["markdown"].read_text()
     rows = {ln.split("|")[2].strip(): ln for ln in md.splitlines() if ln.startswith("| bach |") and ln.count("|") == 10}
     assert rows["GAM"].rstrip().endswith("| cpu, cuda:0 (Test GPU) |") and rows["Linear"].rstrip().endswith("| cpu |")
-    assert "1 task(s) ran on a GPU" in md
+    assert "1 task(s) ran on cuda:0 (Test GPU)" in md

@@ -153,8 +153,11 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
         lines += list(dict.fromkeys(commands))
         lines += [f"hdgp bench report {proto.name}", "```", ""]
     latest = results.sort_values("finished_at", kind="stable") if "finished_at" in results else results
-    versions = latest["versions"].dropna()  # those of the last task that finished
-    machines = latest["machine"].dropna()
+    on_gpu = latest["device"].fillna("cpu").ne("cpu") if "device" in latest else pd.Series(False, latest.index)
+    # the libraries and machine of the last task that finished, on the CPU where any task ran there
+    described = latest[~on_gpu] if (~on_gpu).any() else latest
+    versions = described["versions"].dropna()
+    machines = described["machine"].dropna()
     if len(versions):
         v = versions.iloc[-1]
         lines.append("Libraries: " + ", ".join(f"{k} {val}" for k, val in v.items() if k != "recorded") + ".")
@@ -163,9 +166,11 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
         m = machines.iloc[-1]
         lines.append(f"Machine: {m.get('platform')}, {m.get('cores')} usable cores; threads per task: "
                      f"{int(results['threads'].max())}. Timings come from a shared, often busy machine.")
-    on_gpu = results["device"].fillna("cpu").ne("cpu") if "device" in results else pd.Series(False, results.index)
     if on_gpu.any():
-        lines.append(f"{int(on_gpu.sum())} task(s) ran on a GPU (`bench run --device`; the cost table's device "
+        gpu = latest[on_gpu]
+        v = gpu["versions"].dropna().iloc[-1] if gpu["versions"].notna().any() else {}
+        lines.append(f"{int(on_gpu.sum())} task(s) ran on {', '.join(sorted(set(gpu['device'])))} (`bench run "
+                     f"--device`; torch {v.get('torch')}, gpytorch {v.get('gpytorch')}; the cost table's device "
                      "column): their times do not compare with the CPU rows'.")
     n_done = int((results["status"] == "done").sum())
     n_failed = int((results["status"] == "failed").sum())
