@@ -108,3 +108,26 @@ def test_a_cuda_run_without_a_gpu_stops_before_any_task(tiny_protocol, protocol_
     with pytest.raises(ValueError, match="sees no CUDA GPU"):
         run_protocol(str(protocol_file(tiny_protocol())), workers=0, db=tmp_path / "r.sqlite", device="cuda")
     assert not (tmp_path / "r.sqlite").exists()
+
+
+def _thread_counts(threads: int) -> dict:
+    from threadpoolctl import threadpool_info
+
+    from hdgp.bench.task import set_threads
+
+    set_threads(threads)
+    return {"torch": torch.get_num_threads(), **{f"{p['internal_api']} {p['filepath']}": p["num_threads"]
+                                                  for p in threadpool_info()}}
+
+
+def test_a_pool_worker_runs_its_task_on_the_threads_it_was_given():
+    # the fork server imports NumPy, SciPy and torch before any task sets a variable: the
+    # pools they loaded must be limited too, not only libraries loaded afterwards
+    from concurrent.futures import ProcessPoolExecutor
+
+    from hdgp.bench.runner import _pool_context
+
+    with ProcessPoolExecutor(1, mp_context=_pool_context()) as pool:
+        counts = pool.submit(_thread_counts, 1).result()
+    assert any(name.startswith(("openblas", "mkl")) for name in counts), counts
+    assert set(counts.values()) == {1}, counts
