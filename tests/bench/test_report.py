@@ -119,6 +119,14 @@ def test_the_cost_table_shows_the_device_once_a_task_ran_on_a_gpu(tiny_protocol,
     with ResultStore(db, writer=True) as store:
         _fake(store, "bach", "GAM", [0.2, 0.3], device=lambda split: "cuda:0 (Test GPU)" if split == 0 else "cpu")
     md = make_report(path, db=db, out_dir=tmp_path / "gpu", plots=False)["markdown"].read_text()
-    rows = {ln.split("|")[2].strip(): ln for ln in md.splitlines() if ln.startswith("| bach |") and ln.count("|") == 10}
-    assert rows["GAM"].rstrip().endswith("| cpu, cuda:0 (Test GPU) |") and rows["Linear"].rstrip().endswith("| cpu |")
+    rows = [ln for ln in md.splitlines() if ln.startswith("| bach |") and ln.count("|") == 10]
+    assert [(r.split("|")[2].strip(), r.split("|")[-2].strip()) for r in rows] == [
+        ("Linear", "cpu"), ("GAM", "cpu"), ("GAM", "cuda:0 (Test GPU)")]  # one row per device: times not mixed
     assert "1 task(s) ran on cuda:0 (Test GPU)" in md
+    # a GPU task that failed is in neither the cost table nor the GPU line
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "GAM", [0.2, 0.3], device=lambda split: "cpu")
+        store.write({"protocol": "tiny", "dataset": "bach", "model": "Linear", "split": 5, "seed": 0,
+                     "status": "failed", "error": "CUDA error", "device": "cuda:0 (Test GPU)"})
+    md = make_report(path, db=db, out_dir=tmp_path / "failed", plots=False)["markdown"].read_text()
+    assert "device" not in md and "GPU" not in md

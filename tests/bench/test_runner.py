@@ -1,5 +1,7 @@
 """The runner in this process (workers=0): failures are recorded, re-runs skip, retries are opt-in."""
 
+import os
+
 import numpy as np
 import pytest
 import torch
@@ -103,11 +105,57 @@ def test_device_reaches_the_torch_models_only_and_is_recorded(tiny_protocol, pro
     assert sorted(frame["device"]) == ["cpu", "cpu"]
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the error raised without a GPU")
-def test_a_cuda_run_without_a_gpu_stops_before_any_task(tiny_protocol, protocol_file, tmp_path):
-    with pytest.raises(ValueError, match="sees no CUDA GPU"):
-        run_protocol(str(protocol_file(tiny_protocol())), workers=0, db=tmp_path / "r.sqlite", device="cuda")
+@pytest.mark.parametrize("device, message", [
+    ("foo", "device must be"), ("meta", "device must be"),
+    pytest.param("cuda", "sees no CUDA GPU", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU")),
+    ("cuda:%d" % torch.cuda.device_count(), "CUDA GPU" if torch.cuda.is_available() else "sees no CUDA GPU")])
+def test_a_device_no_task_could_use_stops_the_run_before_any_task(tiny_protocol, protocol_file, tmp_path,
+                                                                  device, message):
+    with pytest.raises(ValueError, match=message):
+        run_protocol(str(protocol_file(tiny_protocol())), workers=0, db=tmp_path / "r.sqlite", device=device)
     assert not (tmp_path / "r.sqlite").exists()
+
+
+def test_with_dask_the_workers_gpus_count_so_only_the_spelling_is_checked_here():
+    from hdgp.bench.runner import _check_device
+
+    _check_device("cuda:3", local=False)
+    with pytest.raises(ValueError, match="device must be"):
+        _check_device("gpu", local=False)
+
+
+def test_a_cpu_device_with_an_index_is_recorded_as_the_cpu():
+    from hdgp import preset
+    from hdgp.bench.task import _device_of
+
+    assert _device_of(preset("Linear").set_params(device="cpu:0")) == "cpu"
+
+
+def test_the_git_revision_follows_hdgp_git_revision_whenever_it_is_read(monkeypatch):
+    from hdgp.bench.task import library_versions
+
+    monkeypatch.delenv("HDGP_GIT_REVISION", raising=False)
+    library_versions()  # the checkout's revision, cached
+    monkeypatch.setenv("HDGP_GIT_REVISION", "abc123")
+    assert library_versions()["hdgp_git"] == "abc123"
+
+
+def test_an_in_process_run_gives_the_caller_its_thread_settings_back(tiny_protocol, protocol_file, tmp_path,
+                                                                     monkeypatch):
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    previous = torch.get_num_threads()
+    try:
+        with threadpool_limits(limits=2):
+            torch.set_num_threads(2)
+            before = {p["filepath"]: p["num_threads"] for p in threadpool_info()}
+            run_protocol(str(protocol_file(tiny_protocol(splits=(0,)))), workers=0, db=tmp_path / "r.sqlite",
+                         progress=False, threads=1)
+            assert {p["filepath"]: p["num_threads"] for p in threadpool_info()} == before
+            assert torch.get_num_threads() == 2 and "OMP_NUM_THREADS" not in os.environ
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _thread_counts(threads: int) -> dict:

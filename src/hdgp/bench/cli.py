@@ -114,13 +114,15 @@ def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, th
             retry_failed, rerun, dry_run, no_progress, device):
     """Run every missing task of PROTOCOL (a built-in name or a protocol .json file); with --rerun, every selected one."""
     from .protocols import get_protocol
-    from .runner import describe_unregistered, run_protocol, usable_cores
+    from .runner import _check_device, describe_unregistered, run_protocol, usable_cores
     from .status import task_status
     from .store import StoreError
 
     split_indices, seed_list = _integers(splits, seeds)
     if dry_run:
         try:
+            if device is not None:
+                _check_device(device, local=dask_scheduler is None)
             frame = task_status(protocol, datasets=split_list(datasets), models=split_list(models),
                                 splits=split_indices, seeds=seed_list, db=db, data_dir=data_dir,
                                 retry_failed=retry_failed, rerun=rerun)

@@ -64,13 +64,11 @@ def _timing_table(results: pd.DataFrame, dataset_order: list[str], model_order: 
     done = results[results["status"] == "done"].copy()
     if done.empty:
         return []
-    # rows from before the device column ran on the CPU; a column appears once some task ran elsewhere
+    # rows from before the device column ran on the CPU; one row per device once some task ran elsewhere
     done["device"] = done["device"].fillna("cpu") if "device" in done else "cpu"
-    g = done.groupby(["dataset", "model"]).agg(n_train=("n_train", "median"), fit=("fit_seconds", "mean"),
-                                               predict=("predict_seconds", "mean"),
-                                               peak=("peak_rss_mb", "max"), inc=("rss_increase_mb", "max"),
-                                               threads=("threads", "max"),
-                                               device=("device", lambda d: ", ".join(sorted(set(d))))).reset_index()
+    g = done.groupby(["dataset", "model", "device"]).agg(
+        n_train=("n_train", "median"), fit=("fit_seconds", "mean"), predict=("predict_seconds", "mean"),
+        peak=("peak_rss_mb", "max"), inc=("rss_increase_mb", "max"), threads=("threads", "max")).reset_index()
     g = _in_protocol_order(g, dataset_order, model_order)
     show_device = bool((done["device"] != "cpu").any())
     lines = ["## Cost per task", "",
@@ -153,7 +151,8 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
         lines += list(dict.fromkeys(commands))
         lines += [f"hdgp bench report {proto.name}", "```", ""]
     latest = results.sort_values("finished_at", kind="stable") if "finished_at" in results else results
-    on_gpu = latest["device"].fillna("cpu").ne("cpu") if "device" in latest else pd.Series(False, latest.index)
+    on_gpu = (latest["device"].fillna("cpu").ne("cpu") & latest["status"].eq("done") if "device" in latest
+              else pd.Series(False, latest.index))  # as the cost table counts them
     # the libraries and machine of the last task that finished, on the CPU where any task ran there
     described = latest[~on_gpu] if (~on_gpu).any() else latest
     versions = described["versions"].dropna()

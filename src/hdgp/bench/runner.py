@@ -21,7 +21,8 @@ from pathlib import Path
 from ..exceptions import HDGPWarning
 from .protocols import Protocol, get_protocol
 from .store import ResultStore, default_db_path
-from .task import TaskSpec, failed_record, library_versions, machine_description, run_task, set_threads
+from .task import (TaskSpec, failed_record, library_versions, machine_description, restored_threads, run_task,
+                   set_threads)
 
 __all__ = ["plan_tasks", "run_protocol", "RunSummary", "tasks_to_run", "usable_cores"]
 
@@ -320,9 +321,30 @@ def _run_dask(tasks, address, on_result):
 
 
 def _run_inline(tasks, threads, on_result):
-    set_threads(threads)
-    for task in tasks:
-        on_result(run_task(task))
+    """Run ``tasks`` in this process; the caller's thread settings come back afterwards."""
+    with restored_threads():
+        for task in tasks:
+            on_result(run_task(task))
+
+
+def _check_device(device, local: bool = True) -> None:
+    """Fail before any task for a device no task could use. ``local``: this machine runs the tasks
+    (with a Dask scheduler the workers' GPUs count, so only the spelling is checked here)."""
+    import torch
+
+    from hdgp.estimators._base import resolve_device
+
+    try:
+        resolved = torch.device(device)
+    except (RuntimeError, TypeError):
+        resolved = None
+    if resolved is None or resolved.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"device must be 'cpu', 'cuda', 'cuda:N' or 'mps', got {device!r}.")
+    if not local:
+        return
+    resolve_device(device)  # "cuda" without a GPU
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        raise ValueError(f"device={device!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s).")
 
 
 def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=None, workers=None, threads=1,
@@ -381,9 +403,7 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
             "oversubscribes the CPU and distorts timings. Lower --workers or --threads."
         )
     if device is not None:
-        from hdgp.estimators._base import resolve_device
-
-        resolve_device(device)  # an unknown device, or "cuda" without a GPU, fails here rather than in every task
+        _check_device(device, local=dask_scheduler is None)
     proto = get_protocol(protocol)
     tasks, skipped_models = plan_tasks(proto, datasets, models, splits, seeds, data_dir, threads, warn_skipped,
                                        device)

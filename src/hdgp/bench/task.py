@@ -7,6 +7,7 @@ the run goes on and the store records the failure.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -21,7 +22,7 @@ import numpy as np
 from .protocols import DatasetSpec, ModelSpec
 
 __all__ = ["EXTRAS", "TaskSpec", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
-           "machine_description", "set_threads"]
+           "machine_description", "restored_threads", "set_threads"]
 
 
 def _truncation_curve(est, data) -> dict | None:
@@ -62,6 +63,9 @@ class TaskSpec:
         return asdict(self)
 
 
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
 def set_threads(threads: int) -> None:
     """Limit torch, BLAS and OpenMP to ``threads`` threads in this process.
 
@@ -70,7 +74,7 @@ def set_threads(threads: int) -> None:
     from its server, whose BLAS and OpenMP pools were sized to every core before any variable
     was set (ten workers on a 16-core machine ran 16 BLAS threads each).
     """
-    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    for var in _THREAD_VARIABLES:
         os.environ[var] = str(threads)
     import torch
     from threadpoolctl import threadpool_limits
@@ -79,15 +83,39 @@ def set_threads(threads: int) -> None:
     threadpool_limits(limits=threads)
 
 
-@functools.lru_cache(maxsize=1)
+@contextlib.contextmanager
+def restored_threads():
+    """On exit, put back what :func:`set_threads` changes: torch's threads, the BLAS and OpenMP
+    pools and the environment variables (tasks run in the caller's own process)."""
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    saved_env = {var: os.environ.get(var) for var in _THREAD_VARIABLES}
+    saved_torch = torch.get_num_threads()
+    try:
+        with threadpool_limits(limits=None):  # limits nothing; restores the pools' sizes on exit
+            yield
+    finally:
+        torch.set_num_threads(saved_torch)
+        for var, value in saved_env.items():
+            if value is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = value
+
+
 def _git_revision() -> str | None:
     """``$HDGP_GIT_REVISION`` when set (a copy of the tree sent to a machine without its ``.git``),
     else ``<commit>[+dirty]`` of the hdgp checkout this process imported, or None outside one."""
+    if "HDGP_GIT_REVISION" in os.environ:  # read on every call: not frozen by the cache below
+        return os.environ["HDGP_GIT_REVISION"] or None
+    return _checkout_revision()
+
+
+@functools.lru_cache(maxsize=1)
+def _checkout_revision() -> str | None:
     import subprocess
     from pathlib import Path
-
-    if "HDGP_GIT_REVISION" in os.environ:
-        return os.environ["HDGP_GIT_REVISION"] or None
 
     here = Path(__file__).resolve().parent
     try:
@@ -259,6 +287,8 @@ def _device_of(est) -> str:
     import torch
 
     device = torch.device(device)
+    if device.type == "cpu":  # "cpu:0" too
+        return "cpu"
     if device.type != "cuda":
         return str(device)
     index = device.index if device.index is not None else torch.cuda.current_device()
