@@ -8,7 +8,8 @@ import torch
 from gpytorch.kernels import RBFKernel
 
 from hdgp.exceptions import CostWarning
-from hdgp.kernels.additive_kernel import AdditiveKernel, additive_sum, elementary_symmetric
+from hdgp.kernels.additive_kernel import (_SYMMETRIC_MIN_N, AdditiveKernel, additive_sum, elementary_symmetric,
+                                         symmetric_additive_sum)
 
 
 pytestmark = pytest.mark.usefixtures("float64_default")
@@ -60,6 +61,53 @@ def test_gradient_matches_autograd_of_brute_force():
     g_fast = torch.autograd.grad((additive_sum(base, variances, chunk=7) * weight).sum(), (base, variances))
     g_ref = torch.autograd.grad((brute_force_sum(base, variances) * weight).sum(), (base, variances))
     for a, b in zip(g_fast, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("n, chunk", [(1, 4), (9, 1), (9, 20), (40, 300), (40, None)])
+def test_lower_triangle_sum_equals_the_full_sum_with_its_gradients(n, chunk):
+    # chunk 1: one row per block; 20 and 300: blocks of several rows, the first square
+    gen = torch.Generator().manual_seed(n)
+    x = torch.randn(4, n, generator=gen)
+    base = torch.exp(-0.5 * (x[:, :, None] - x[:, None, :]) ** 2) - 0.3  # symmetric, of either sign
+    variances = torch.rand(4, generator=gen) + 0.1
+    weight = torch.randn(n, n, generator=gen)  # not symmetric: both triangles' weights must arrive
+    full_b, full_v = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
+    tri_b, tri_v = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
+    full, tri = additive_sum(full_b, full_v), symmetric_additive_sum(tri_b, tri_v, chunk)
+    torch.testing.assert_close(tri, full, rtol=1e-13, atol=1e-13)
+    (full * weight).sum().backward()
+    (tri * weight).sum().backward()
+    torch.testing.assert_close(tri_v.grad, full_v.grad, rtol=1e-12, atol=1e-12)
+    # a base entry and its mirror are one value: only their summed gradient is defined
+    mirror_sum = lambda g: g + g.transpose(1, 2)  # noqa: E731
+    torch.testing.assert_close(mirror_sum(tri_b.grad), mirror_sum(full_b.grad), rtol=1e-12, atol=1e-12)
+
+
+def test_kernel_on_one_input_gives_the_full_kernels_values_and_parameter_gradients():
+    # OAK's mixed base (constrained SE + categorical) through k(X), which takes the triangle,
+    # against k(X, copy of X), which takes the whole matrix
+    from hdgp.kernels.feature_stack import FeatureStackKernel
+    from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
+    from hdgp.measures import gaussian_measure
+
+    n = _SYMMETRIC_MIN_N + 5
+    gen = torch.Generator().manual_seed(3)
+    X = torch.cat([torch.randn(n, 3, generator=gen), torch.randint(0, 4, (n, 1), generator=gen).double()], 1)
+    weight = torch.randn(n, n, generator=gen)
+    grads = []
+    for second in (X, X.clone()):
+        torch.manual_seed(0)
+        cont = ConstrainedSEKernel(gaussian_measure(torch.zeros(3).numpy(), torch.ones(3).numpy()))
+        cont.lengthscale = torch.tensor([0.7, 1.3, 2.0]).reshape(3, 1, 1)
+        cat = ConstrainedCategoricalKernel(torch.tensor([0.1, 0.2, 0.3, 0.4]).numpy(), rank=1)
+        kern = AdditiveKernel(FeatureStackKernel([cont, cat], [[0, 1, 2], [3]]), num_dims=4, max_order=3)
+        kern.order_variances = torch.tensor([0.5, 1.0, 0.7, 0.3])
+        K = kern(X, second).to_dense()
+        grads.append((K.detach(), torch.autograd.grad((K * weight).sum(), list(kern.parameters()))))
+    (K_tri, g_tri), (K_full, g_full) = grads
+    torch.testing.assert_close(K_tri, K_full, rtol=1e-13, atol=1e-13)
+    for a, b in zip(g_tri, g_full):
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
