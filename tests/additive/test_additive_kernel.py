@@ -111,6 +111,25 @@ def test_kernel_on_one_input_gives_the_full_kernels_values_and_parameter_gradien
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
 
 
+def test_input_gradient_of_k_of_x_is_the_full_sums(monkeypatch):
+    # learned inducing inputs: K_uu = k(Z) with Z requiring a gradient, which reaches Z both as
+    # the first and as the second argument of every base kernel
+    import hdgp.kernels.additive_kernel as module
+
+    from hdgp.kernels import SEKernel
+
+    gen = torch.Generator().manual_seed(5)
+    Z = torch.randn(40, 3, generator=gen)
+    weight = torch.randn(40, 40, generator=gen)
+    kern = AdditiveKernel(SEKernel(3), num_dims=3, max_order=2)
+    grads = []
+    for threshold in (1, 10**9):  # lower triangle, then the full sum
+        monkeypatch.setattr(module, "_SYMMETRIC_MIN_N", threshold)
+        z = Z.clone().requires_grad_(True)
+        grads.append(torch.autograd.grad((kern(z).to_dense() * weight).sum(), z)[0])
+    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+
+
 def make_kernel(n_dims, max_order):
     kern = AdditiveKernel(RBFKernel(batch_shape=torch.Size([n_dims])), num_dims=n_dims, max_order=max_order)
     kern.base_kernel.lengthscale = torch.linspace(0.5, 2.0, n_dims).reshape(n_dims, 1, 1)
