@@ -282,7 +282,7 @@ def _build_estimator(task: TaskSpec):
 def _device_of(est) -> str:
     """Where ``est`` computed: ``"cpu"``, or the torch device and its name (``"cuda:0 (NVIDIA H200)"``)."""
     device = est.get_params(deep=False).get("device")
-    if device is None or str(device) == "cpu":
+    if device is None:
         return "cpu"
     import torch
 
