@@ -2,6 +2,7 @@
 
 from click.testing import CliRunner
 
+from hdgp.bench import ResultStore
 from hdgp.bench.cli import bench
 
 
@@ -112,3 +113,16 @@ def test_repeated_splits_seeds_and_names_run_once(tiny_protocol, protocol_file, 
     result = _run(path, tmp_path, "--splits", "0", "0", "--seeds", "1", "1", "--models", "Linear", "linear")
     assert result.exit_code == 0, result.output
     assert "1 tasks: 0 already" in result.output and "1 done" in result.output
+
+
+def test_a_device_is_checked_before_a_run_or_a_dry_run_and_recorded(tiny_protocol, protocol_file, tmp_path):
+    path = str(protocol_file(tiny_protocol(splits=(0,))))
+    db = str(tmp_path / "r.sqlite")
+    runner = CliRunner()
+    for extra in ([], ["--dry-run"]):
+        result = runner.invoke(bench, ["run", path, "--device", "gpu0", "--workers", "0", "--db", db, *extra])
+        assert result.exit_code == 1 and "device must be 'cpu', 'cuda'" in result.output, result.output
+    result = runner.invoke(bench, ["run", path, "--device", "cpu", "--workers", "0", "--db", db, "--no-progress"])
+    assert result.exit_code == 0, result.output
+    with ResultStore(db) as store:
+        assert list(store.frame("tiny")["device"]) == ["cpu"]
