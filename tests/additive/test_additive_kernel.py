@@ -84,6 +84,17 @@ def test_lower_triangle_sum_equals_the_full_sum_with_its_gradients(n, chunk):
     torch.testing.assert_close(mirror_sum(tri_b.grad), mirror_sum(full_b.grad), rtol=1e-12, atol=1e-12)
 
 
+def test_lower_triangle_sum_with_fixed_base_matrices_differentiates_the_variances_only():
+    gen = torch.Generator().manual_seed(2)
+    x = torch.randn(3, 30, generator=gen)
+    base = torch.exp(-0.5 * (x[:, :, None] - x[:, None, :]) ** 2)  # fixed length-scales: no gradient
+    weight = torch.randn(30, 30, generator=gen)
+    grads = [torch.autograd.grad((fn(base, v) * weight).sum(), v)[0]
+             for fn in (additive_sum, lambda b, v: symmetric_additive_sum(b, v, 50))
+             for v in [torch.tensor([0.3, 1.0, 0.5, 0.2], requires_grad=True)]]
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
+
+
 def test_kernel_on_one_input_gives_the_full_kernels_values_and_parameter_gradients():
     # OAK's mixed base (constrained SE + categorical) through k(X), which takes the triangle,
     # against k(X, copy of X), which takes the whole matrix
