@@ -96,7 +96,7 @@ def _reverse_sweep(k, g, variances, prefix, e, grad_k):
     n_dims, max_order = k.shape[0], variances.numel() - 1
     e.zero_()
     e[0] = 1.0
-    for i in range(n_dims):
+    for i in range(n_dims):  # prefix[i, r] = e_r(k_1..k_{i-1}) for r < R: the values each step multiplies
         prefix[i] = e[:max_order]
         _absorb(e, k[i], min(i + 1, max_order))
     grad_var = torch.tensordot(e, g, dims=g.dim())
@@ -252,7 +252,7 @@ def symmetric_additive_sum(base: torch.Tensor, order_variances: torch.Tensor, ch
     Parameters
     ----------
     base : torch.Tensor of shape (D, n, n)
-        Symmetric base matrices (the upper triangle is not read).
+        Symmetric base matrices (only the row blocks' entries left of and inside the diagonal are read).
     order_variances : torch.Tensor of shape (R + 1,)
     chunk : int, optional
         Entries per row block (default :data:`_CHUNK`).
