@@ -89,9 +89,10 @@ def test_lower_triangle_sum_with_fixed_base_matrices_differentiates_the_variance
     x = torch.randn(3, 30, generator=gen)
     base = torch.exp(-0.5 * (x[:, :, None] - x[:, None, :]) ** 2)  # fixed length-scales: no gradient
     weight = torch.randn(30, 30, generator=gen)
-    grads = [torch.autograd.grad((fn(base, v) * weight).sum(), v)[0]
-             for fn in (additive_sum, lambda b, v: symmetric_additive_sum(b, v, 50))
-             for v in [torch.tensor([0.3, 1.0, 0.5, 0.2], requires_grad=True)]]
+    grads = []
+    for total in (additive_sum, lambda b, v: symmetric_additive_sum(b, v, 50)):
+        variances = torch.tensor([0.3, 1.0, 0.5, 0.2], requires_grad=True)
+        grads.append(torch.autograd.grad((total(base, variances) * weight).sum(), variances)[0])
     torch.testing.assert_close(grads[1], grads[0], rtol=1e-12, atol=1e-12)
 
 

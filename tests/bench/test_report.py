@@ -9,7 +9,8 @@ from hdgp.bench import ResultStore, make_report, run_protocol
 
 def _fake(store, dataset, model, values, metric="rmse", device=None):
     for split, v in enumerate(values):
-        store.write({"device": device(split) if device else None, "protocol": "tiny", "dataset": dataset, "model": model, "split": split, "seed": 0,
+        store.write({"device": device(split) if device else None,
+                     "protocol": "tiny", "dataset": dataset, "model": model, "split": split, "seed": 0,
                      "status": "done", "metrics": {metric: float(v)}, "fit_seconds": 0.1, "predict_seconds": 0.01,
                      "peak_rss_mb": 500.0, "rss_increase_mb": 1.0, "n_train": 90, "threads": 1,
                      "versions": {"hdgp": "0"}, "machine": {"platform": "test", "cores": 2}})

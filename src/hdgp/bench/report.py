@@ -71,9 +71,8 @@ def _timing_table(results: pd.DataFrame, dataset_order: list[str], model_order: 
         peak=("peak_rss_mb", "max"), inc=("rss_increase_mb", "max"), threads=("threads", "max")).reset_index()
     g = _in_protocol_order(g, dataset_order, model_order)
     show_device = bool((done["device"] != "cpu").any())
-    lines = ["## Cost per task", "",
-             "| data set | model | n train | fit s (mean) | predict s (mean) | peak RSS MB | RSS increase MB | threads |"
-             + (" device |" if show_device else ""),
+    header = "| data set | model | n train | fit s (mean) | predict s (mean) | peak RSS MB | RSS increase MB | threads |"
+    lines = ["## Cost per task", "", header + (" device |" if show_device else ""),
              "|---|---|---:|---:|---:|---:|---:|---:|" + ("---|" if show_device else "")]
     for r in g.itertuples():
         lines.append(f"| {r.dataset} | {r.model} | {r.n_train:.0f} | {r.fit:.2f} | {r.predict:.3f} | {r.peak:.0f} | "

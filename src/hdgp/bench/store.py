@@ -38,8 +38,8 @@ CREATE TABLE IF NOT EXISTS runs (
 _JSON_COLUMNS = ("metrics", "hyperparameters", "extras", "warnings", "versions", "machine")
 _COLUMNS = ("protocol", "dataset", "model", "split", "seed", "status", "preset", "metrics", "fit_seconds",
             "predict_seconds", "peak_rss_mb", "rss_increase_mb", "n_train", "n_test", "n_features", "threads",
-            "device", "hyperparameters", "extras", "warnings", "versions", "machine", "error", "traceback", "started_at",
-            "finished_at")
+            "device", "hyperparameters", "extras", "warnings", "versions", "machine", "error", "traceback",
+            "started_at", "finished_at")
 
 
 class StoreError(RuntimeError):
