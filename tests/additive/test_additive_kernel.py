@@ -84,6 +84,36 @@ def test_lower_triangle_sum_equals_the_full_sum_with_its_gradients(n, chunk):
     torch.testing.assert_close(mirror_sum(tri_b.grad), mirror_sum(full_b.grad), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("chunk", [1, 30, None])
+def test_lower_triangle_sum_of_row_blocks_equals_the_whole(chunk):
+    # the base as k(X[R0:R1], X[:R1]) blocks, as AdditiveKernel evaluates it for k(X)
+    gen = torch.Generator().manual_seed(7)
+    n, bounds = 40, [0, 7, 20, 21, 40]
+    x = torch.randn(3, n, generator=gen)
+    base = torch.exp(-0.5 * (x[:, :, None] - x[:, None, :]) ** 2) - 0.2
+    variances = torch.rand(4, generator=gen) + 0.1
+    weight = torch.randn(n, n, generator=gen)
+    whole = base.clone().requires_grad_(True)
+    blocks = [base[:, r0:r1, :r1].clone().requires_grad_(True) for r0, r1 in zip(bounds, bounds[1:])]
+    K_whole, K_blocks = symmetric_additive_sum(whole, variances, chunk), symmetric_additive_sum(blocks, variances, chunk)
+    torch.testing.assert_close(K_blocks, K_whole, rtol=1e-13, atol=1e-13)
+    (K_whole * weight).sum().backward()
+    (K_blocks * weight).sum().backward()
+    assembled = torch.zeros_like(base)
+    for (r0, r1), block in zip(zip(bounds, bounds[1:]), blocks):
+        assembled[:, r0:r1, :r1] = block.grad
+    mirror_sum = lambda g: g + g.transpose(1, 2)  # noqa: E731
+    torch.testing.assert_close(mirror_sum(assembled), mirror_sum(whole.grad), rtol=1e-12, atol=1e-12)
+
+
+def test_lower_triangle_sum_refuses_blocks_that_do_not_tile_the_rows():
+    base = torch.rand(2, 10, 10)
+    with pytest.raises(ValueError, match="consecutive rows"):
+        symmetric_additive_sum([base[:, :4, :4], base[:, 5:, :]], torch.ones(3))
+    with pytest.raises(ValueError, match="consecutive rows"):
+        symmetric_additive_sum([base[:, :4, :4], base[:, 4:, :9]], torch.ones(3))
+
+
 def test_lower_triangle_sum_with_fixed_base_matrices_differentiates_the_variances_only():
     gen = torch.Generator().manual_seed(2)
     x = torch.randn(3, 30, generator=gen)
@@ -135,11 +165,15 @@ def test_input_gradient_of_k_of_x_is_the_full_sums(monkeypatch):
     weight = torch.randn(40, 40, generator=gen)
     kern = AdditiveKernel(SEKernel(3), num_dims=3, max_order=2)
     grads = []
-    for threshold in (1, 10**9):  # lower triangle, then the full sum
+    # lower triangle in one base block, then in blocks of about 100 entries; then the full sum
+    for threshold, block in ((1, None), (1, 100), (10**9, None)):
         monkeypatch.setattr(module, "_SYMMETRIC_MIN_N", threshold)
+        if block is not None:
+            monkeypatch.setattr(module, "_base_block", lambda n: block)
         z = Z.clone().requires_grad_(True)
         grads.append(torch.autograd.grad((kern(z).to_dense() * weight).sum(), z)[0])
-    torch.testing.assert_close(grads[0], grads[1], rtol=1e-12, atol=1e-12)
+    for g in grads[:2]:
+        torch.testing.assert_close(g, grads[2], rtol=1e-12, atol=1e-12)
 
 
 def make_kernel(n_dims, max_order):

@@ -41,6 +41,9 @@ _GPU_PREFIX_ENTRIES = 2**28
 #: Measured sum + backward, one thread: n = 150 no faster (0.97-1.08x), n = 300 1.3x, n = 500-1000
 #: 1.6-1.7x. A GPU takes the whole matrix as one tile and would gain nothing.
 _SYMMETRIC_MIN_N = 256
+#: k(X, X)'s base kernels are evaluated in about this many row blocks of its lower triangle: more
+#: blocks compute less of the upper triangle (1/(2·blocks) of it), at one base-kernel call each.
+_BASE_BLOCKS = 16
 
 #: Above this many elementwise passes (D·R) per kernel evaluation, warn about cost.
 _COST_WARN_PASSES = 1000
@@ -166,21 +169,23 @@ class _SymmetricAdditiveSum(torch.autograd.Function):
 
     Every :math:`k_i(X, X)` is symmetric and so is the sum, so both passes walk only the row
     blocks' entries left of and inside the diagonal (about :math:`n^2/2` of the :math:`n^2`)
-    and the upper triangle is copied from the lower. Backward sees :math:`G + G^\top` left of
-    the diagonal blocks (each such entry stands for its mirror too) and :math:`G` inside them
-    (where both mirrors are computed), and returns a base gradient that is zero right of the
-    diagonal blocks: the base kernels' own backward, which reads both triangles, then gives
-    the same parameter gradients as the full sum, since :math:`k_i(x_a, x_b) = k_i(x_b, x_a)`.
+    and the upper triangle is copied from the lower. The base arrives as row blocks
+    :math:`k_i(X_{[R_0, R_1)}, X_{[0, R_1)})` (:func:`symmetric_additive_sum`), walked in tiles of
+    at most ``chunk`` entries. Backward sees :math:`G + G^\top` left of the tiles' diagonal squares
+    (each such entry stands for its mirror too) and :math:`G` inside them (where both mirrors are
+    computed), and returns a base gradient that is zero right of those squares: the base kernels'
+    own backward then gives the same parameter gradients as the full sum, since
+    :math:`k_i(x_a, x_b) = k_i(x_b, x_a)`.
     """
 
     @staticmethod
-    def forward(ctx, base, order_variances, chunk):
-        ctx.save_for_backward(base, order_variances)
+    def forward(ctx, order_variances, chunk, *blocks):
+        ctx.save_for_backward(order_variances, *blocks)
         ctx.chunk = chunk
-        n = base.shape[-1]
-        out = base.new_empty(n, n)
-        for r0, r1 in _row_blocks(n, chunk):
-            e = elementary_symmetric(base[:, r0:r1, :r1], order_variances.numel() - 1)
+        n = blocks[-1].shape[-1]
+        out = blocks[0].new_empty(n, n)
+        for i, row0, r0, r1 in _tiles(blocks, chunk):
+            e = elementary_symmetric(blocks[i][:, r0 - row0 : r1 - row0, :r1], order_variances.numel() - 1)
             out[r0:r1, :r1] = torch.tensordot(order_variances, e, dims=1)
         upper = torch.ones(n, n, dtype=torch.bool, device=out.device).triu_(1)
         return torch.where(upper, out.T, out)
@@ -188,33 +193,55 @@ class _SymmetricAdditiveSum(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
-        base, variances = ctx.saved_tensors
-        n_dims, max_order, n = base.shape[0], variances.numel() - 1, base.shape[-1]
-        grad_base = torch.zeros_like(base) if ctx.needs_input_grad[0] else None
+        variances, *blocks = ctx.saved_tensors
+        n_dims, max_order = blocks[0].shape[0], variances.numel() - 1
+        # right of each tile's diagonal square is the only part the sweeps leave unwritten
+        grads = [torch.empty_like(b) if needs else None for b, needs in zip(blocks, ctx.needs_input_grad[2:])]
         grad_var = torch.zeros_like(variances)
-        blocks = _row_blocks(n, ctx.chunk)
-        size = max((r1 - r0) * r1 for r0, r1 in blocks)
-        prefix_buf, e_buf = base.new_empty((n_dims, max_order, size)), base.new_empty((max_order + 1, size))
-        for r0, r1 in blocks:
+        tiles = list(_tiles(blocks, ctx.chunk))
+        size = max((r1 - r0) * r1 for _, _, r0, r1 in tiles)
+        prefix_buf, e_buf = blocks[0].new_empty((n_dims, max_order, size)), blocks[0].new_empty((max_order + 1, size))
+        for i, row0, r0, r1 in tiles:
             shape = (r1 - r0, r1)
             g = grad_out[r0:r1, :r1].clone()
-            g[:, :r0] += grad_out[:r0, r0:r1].T  # left of the diagonal block: each entry also stands for its mirror
-            grad_k = grad_base[:, r0:r1, :r1] if grad_base is not None else None
-            grad_var += _reverse_sweep(base[:, r0:r1, :r1], g, variances,
+            g[:, :r0] += grad_out[:r0, r0:r1].T  # left of the diagonal square: each entry also stands for its mirror
+            grad_k = None
+            if grads[i] is not None:
+                rows = grads[i][:, r0 - row0 : r1 - row0]
+                rows[..., r1:].zero_()
+                grad_k = rows[..., :r1]
+            grad_var += _reverse_sweep(blocks[i][:, r0 - row0 : r1 - row0, :r1], g, variances,
                                        prefix_buf[..., : shape[0] * shape[1]].view(n_dims, max_order, *shape),
                                        e_buf[:, : shape[0] * shape[1]].view(max_order + 1, *shape), grad_k)
-        return grad_base, grad_var, None
+        return (grad_var, None, *grads)
 
 
-def _row_blocks(n: int, chunk: int) -> list[tuple[int, int]]:
-    """Row blocks ``[r0, r1)`` of an n × n lower triangle, each covering at most ``chunk`` entries
-    ``[r0, r1) × [0, r1)`` (the largest r1 with (r1 − r0)·r1 ≤ chunk, and at least one row)."""
-    blocks, r0 = [], 0
-    while r0 < n:
-        r1 = min(n, max(r0 + 1, int((r0 + math.sqrt(r0 * r0 + 4 * chunk)) / 2)))
+def _row_blocks(start: int, stop: int, chunk: int) -> list[tuple[int, int]]:
+    """Row blocks ``[r0, r1)`` of rows ``start..stop`` of a lower triangle, each covering at most
+    ``chunk`` entries ``[r0, r1) × [0, r1)`` (the largest r1 with (r1 − r0)·r1 ≤ chunk, and at least one row)."""
+    blocks, r0 = [], start
+    while r0 < stop:
+        r1 = min(stop, max(r0 + 1, int((r0 + math.sqrt(r0 * r0 + 4 * chunk)) / 2)))
         blocks.append((r0, r1))
         r0 = r1
     return blocks
+
+
+def _tiles(blocks, chunk: int):
+    """``(i, row0, r0, r1)``: the tiles of at most ``chunk`` entries inside each row block ``blocks[i]``,
+    which holds rows ``row0..`` (a tile: rows ``[r0, r1)``, columns ``[0, r1)`` of the triangle)."""
+    row0 = 0
+    for i, block in enumerate(blocks):
+        row1 = block.shape[-1]
+        for r0, r1 in _row_blocks(row0, row1, chunk):
+            yield i, row0, r0, r1
+        row0 = row1
+
+
+def _base_block(n: int) -> int:
+    """Entries per row block of k(X, X)'s base matrices: about :data:`_BASE_BLOCKS` blocks, none
+    smaller than a tile of the sum."""
+    return max(_CHUNK, n * n // (2 * _BASE_BLOCKS))
 
 
 def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optional[int] = None):
@@ -245,23 +272,33 @@ def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optio
     return _AdditiveSum.apply(base, order_variances, int(chunk))
 
 
-def symmetric_additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optional[int] = None):
+def symmetric_additive_sum(base, order_variances: torch.Tensor, chunk: Optional[int] = None):
     r""":func:`additive_sum` of symmetric base matrices :math:`k_i(X, X)`, computed on their lower
     triangle (about half the elementwise passes, forward and backward; see :class:`_SymmetricAdditiveSum`).
 
     Parameters
     ----------
-    base : torch.Tensor of shape (D, n, n)
-        Symmetric base matrices (only the row blocks' entries left of and inside the diagonal are read).
+    base : torch.Tensor of shape (D, n, n), or a sequence of row blocks
+        The symmetric base matrices, whole, or as consecutive row blocks
+        :math:`k_i(X_{[R_0, R_1)}, X_{[0, R_1)})` of shape :math:`(D, R_1 - R_0, R_1)` covering
+        rows :math:`0..n` (the part of the lower triangle they hold, so the base kernels need not
+        evaluate the upper one). Only entries left of and inside the diagonal tiles are read.
     order_variances : torch.Tensor of shape (R + 1,)
     chunk : int, optional
-        Entries per row block (default :data:`_CHUNK`).
+        Entries per tile (default :data:`_CHUNK`).
 
     Returns
     -------
     torch.Tensor of shape (n, n)
     """
-    return _SymmetricAdditiveSum.apply(base, order_variances, int(chunk or _CHUNK))
+    blocks = (base,) if isinstance(base, torch.Tensor) else tuple(base)
+    row0 = 0
+    for block in blocks:
+        if block.dim() != 3 or block.shape[-1] != row0 + block.shape[-2] or block.shape[0] != blocks[0].shape[0]:
+            raise ValueError(f"Row blocks of a symmetric base must be (D, R1 - R0, R1) for consecutive rows "
+                             f"R0..R1; got {tuple(block.shape)} for rows from {row0}.")
+        row0 = block.shape[-1]
+    return _SymmetricAdditiveSum.apply(order_variances, int(chunk or _CHUNK), *blocks)
 
 
 def _get_order_variances(module):
@@ -438,10 +475,13 @@ class AdditiveKernel(Kernel):
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
             raise NotImplementedError("AdditiveKernel does not support last_dim_is_batch.")
+        if not diag and x1 is x2 and x1.dim() == 2 and x1.device.type == "cpu" and x1.shape[0] >= _SYMMETRIC_MIN_N:
+            # k(X) (GPyTorch passes X twice): base kernels and sum on the lower triangle, half the passes
+            n = x1.shape[0]
+            blocks = [self.base_matrices(x1[r0:r1], x1[:r1]) for r0, r1 in _row_blocks(0, n, _base_block(n))]
+            return symmetric_additive_sum(blocks, self.order_variances.to(blocks[0]))
         base = self.base_matrices(x1, x2, diag=diag)
         variances = self.order_variances.to(base)
         if diag:
             return additive_sum(base.movedim(-2, 0), variances)
-        if x1 is x2 and base.dim() == 3 and base.device.type == "cpu" and base.shape[-1] >= _SYMMETRIC_MIN_N:
-            return symmetric_additive_sum(base, variances)  # k(X) (GPyTorch passes X twice): half the passes
         return additive_sum(base.movedim(-3, 0), variances)
