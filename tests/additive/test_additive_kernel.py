@@ -7,12 +7,20 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel
 
+import hdgp.kernels.additive_kernel as additive_module
 from hdgp.exceptions import CostWarning
 from hdgp.kernels.additive_kernel import (_SYMMETRIC_MIN_N, AdditiveKernel, additive_sum, elementary_symmetric,
                                          symmetric_additive_sum)
 
 
 pytestmark = pytest.mark.usefixtures("float64_default")
+
+
+@pytest.fixture(autouse=True, params=[True, False], ids=["compiled", "tensor"])
+def sum_path(request, monkeypatch):
+    """Every test on both implementations of the sums: compiled (CPU) and tensor tiles (other devices)."""
+    monkeypatch.setattr(additive_module, "COMPILED", request.param)
+    return request.param
 
 
 def brute_force_sum(base, variances):
@@ -33,6 +41,26 @@ def test_matches_brute_force_all_orders(n_dims):
         variances = torch.rand(max_order + 1, generator=gen) + 0.1
         fast = additive_sum(base, variances)
         torch.testing.assert_close(fast, brute_force_sum(base, variances), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("shape", [(5,), (5, 1), (5, 7, 6), (5, 2, 3, 4), (5, 0, 3)])
+def test_compiled_and_tensor_sums_agree(monkeypatch, dtype, shape):
+    gen = torch.Generator().manual_seed(len(shape))
+    base = torch.randn(*shape, generator=gen, dtype=torch.float64).to(dtype)
+    variances = (torch.rand(4, generator=gen, dtype=torch.float64) + 0.1).to(dtype)
+    weight = torch.randn(shape[1:], generator=gen, dtype=torch.float64).to(dtype)
+    results = []
+    for compiled in (True, False):
+        monkeypatch.setattr(additive_module, "COMPILED", compiled)
+        b, v = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
+        out = additive_sum(b, v)
+        (out * weight).sum().backward()
+        results.append((out.detach(), b.grad, v.grad))
+    tol = {"rtol": 1e-5, "atol": 1e-5} if dtype == torch.float32 else {"rtol": 1e-13, "atol": 1e-13}
+    for a, b in zip(*results):
+        assert a.dtype == dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, **tol)
 
 
 def test_elementary_symmetric_no_cancellation_near_one():

@@ -17,6 +17,7 @@ import math
 import warnings
 from typing import Optional
 
+import numpy as np
 import torch
 from gpytorch.constraints import Interval
 from gpytorch.kernels import Kernel
@@ -26,6 +27,7 @@ from linear_operator import to_dense
 from ..exceptions import CostWarning
 from . import log_positive
 from ._autograd import refuse_double_backward
+from ._compiled_sum import rows_backward, rows_forward
 
 __all__ = ["AdditiveKernel", "additive_sum", "elementary_symmetric", "symmetric_additive_sum"]
 
@@ -44,6 +46,9 @@ _SYMMETRIC_MIN_N = 256
 #: k(X, X)'s base kernels are evaluated in about this many row blocks of its lower triangle: more
 #: blocks compute less of the upper triangle (1/(2·blocks) of it), at one base-kernel call each.
 _BASE_BLOCKS = 16
+
+#: CPU sums run compiled (:mod:`._compiled_sum`); off, they take the tensor tiles as other devices do.
+COMPILED = True
 
 #: Above this many elementwise passes (D·R) per kernel evaluation, warn about cost.
 _COST_WARN_PASSES = 1000
@@ -133,6 +138,10 @@ class _AdditiveSum(torch.autograd.Function):
     def forward(ctx, base, order_variances, chunk):
         ctx.save_for_backward(base, order_variances)
         ctx.chunk = chunk
+        if _compiled(base):
+            rows = _as_rows(base)
+            out = rows.new_empty(rows.shape[1:])
+            return _compiled_forward([rows], order_variances, False, out).reshape(base.shape[1:])
         flat = base.reshape(base.shape[0], -1)
         out = flat.new_empty(flat.shape[1])
         # element tiles keep the (R + 1 + D) working rows in cache
@@ -145,6 +154,11 @@ class _AdditiveSum(torch.autograd.Function):
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
         base, variances = ctx.saved_tensors
+        if _compiled(base):
+            rows = _as_rows(base)
+            (grad_rows,), grad_var = _compiled_backward([rows], variances, False, grad_out.reshape(rows.shape[1:]),
+                                                        ctx.needs_input_grad[:1])
+            return (grad_rows.reshape(base.shape) if grad_rows is not None else None), grad_var, None
         n_dims, max_order = base.shape[0], variances.numel() - 1
         flat_base = base.reshape(n_dims, -1)
         flat_grad = grad_out.reshape(-1)
@@ -184,9 +198,12 @@ class _SymmetricAdditiveSum(torch.autograd.Function):
         ctx.chunk = chunk
         n = blocks[-1].shape[-1]
         out = blocks[0].new_empty(n, n)
-        for i, row0, r0, r1 in _tiles(blocks, chunk):
-            e = elementary_symmetric(blocks[i][:, r0 - row0 : r1 - row0, :r1], order_variances.numel() - 1)
-            out[r0:r1, :r1] = torch.tensordot(order_variances, e, dims=1)
+        if _compiled(blocks[0]):
+            _compiled_forward(blocks, order_variances, True, out)
+        else:
+            for i, row0, r0, r1 in _tiles(blocks, chunk):
+                e = elementary_symmetric(blocks[i][:, r0 - row0 : r1 - row0, :r1], order_variances.numel() - 1)
+                out[r0:r1, :r1] = torch.tensordot(order_variances, e, dims=1)
         upper = torch.ones(n, n, dtype=torch.bool, device=out.device).triu_(1)
         return torch.where(upper, out.T, out)
 
@@ -194,6 +211,11 @@ class _SymmetricAdditiveSum(torch.autograd.Function):
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
         variances, *blocks = ctx.saved_tensors
+        if _compiled(blocks[0]):
+            mirrored = grad_out + grad_out.T  # each entry left of the diagonal stands for its mirror too
+            mirrored.diagonal().copy_(grad_out.diagonal())
+            grads, grad_var = _compiled_backward(blocks, variances, True, mirrored, ctx.needs_input_grad[2:])
+            return (grad_var, None, *grads)
         n_dims, max_order = blocks[0].shape[0], variances.numel() - 1
         # right of each tile's diagonal square is the only part the sweeps leave unwritten
         grads = [torch.empty_like(b) if needs else None for b, needs in zip(blocks, ctx.needs_input_grad[2:])]
@@ -242,6 +264,43 @@ def _base_block(n: int) -> int:
     """Entries per row block of k(X, X)'s base matrices: about :data:`_BASE_BLOCKS` blocks, none
     smaller than a tile of the sum."""
     return max(_CHUNK, n * n // (2 * _BASE_BLOCKS))
+
+
+def _compiled(t: torch.Tensor) -> bool:
+    """Whether ``t`` (a base stack) goes through the compiled kernels (:mod:`._compiled_sum`):
+    CPU floating tensors, unless :data:`COMPILED` is off. Other devices take the tensor tiles."""
+    return COMPILED and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+
+
+def _as_rows(base: torch.Tensor) -> torch.Tensor:
+    """A base stack ``(D, ..., m)`` as ``(D, rows, m)``, the layout of the compiled kernels."""
+    return base.reshape(base.shape[0], math.prod(base.shape[1:-1]), base.shape[-1] if base.dim() > 1 else 1)
+
+
+def _numpy(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> np.ndarray:
+    return t.detach().to(dtype or t.dtype).contiguous().numpy()
+
+
+def _compiled_forward(blocks, variances, lower: bool, out: torch.Tensor) -> torch.Tensor:
+    """Fill ``out`` from consecutive row blocks ``(D, rows, cols)`` (:func:`._compiled_sum.rows_forward`)."""
+    v, row0 = _numpy(variances, out.dtype), 0
+    for block in blocks:
+        rows_forward(_numpy(block), row0, lower, v, out.numpy())
+        row0 += block.shape[1]
+    return out
+
+
+def _compiled_backward(blocks, variances, lower: bool, grad_out: torch.Tensor, needs):
+    """Gradients of :func:`_compiled_forward`: one per block (None where ``needs`` is false) and the variances'."""
+    g, v = _numpy(grad_out), _numpy(variances, grad_out.dtype)
+    grad_var, grads, row0 = np.zeros_like(v), [], 0
+    for block, need in zip(blocks, needs):
+        b = _numpy(block)
+        grad = np.empty_like(b) if need else np.empty((1, 1, 1), dtype=b.dtype)
+        rows_backward(b, row0, lower, v, g, bool(need), grad, grad_var)
+        grads.append(torch.from_numpy(grad) if need else None)
+        row0 += block.shape[1]
+    return grads, torch.from_numpy(grad_var).to(variances)
 
 
 def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optional[int] = None):
