@@ -40,9 +40,10 @@ _CHUNK = 16384
 _GPU_PREFIX_ENTRIES = 2**28
 
 #: From this many rows on, k(X, X) is summed on its lower triangle (:func:`symmetric_additive_sum`).
-#: Measured sum + backward, one thread: n = 150 no faster (0.97-1.08x), n = 300 1.3x, n = 500-1000
-#: 1.6-1.7x. A GPU takes the whole matrix as one tile and would gain nothing.
-_SYMMETRIC_MIN_N = 256
+#: Measured with the compiled sum, OAK's constrained-SE base (D = R = 8), kernel + backward, one
+#: thread: n = 64 0.94x, 128 1.10x, 200 1.27x, 300 1.35x the whole matrix. A GPU takes the whole
+#: matrix as one tile and would gain nothing.
+_SYMMETRIC_MIN_N = 128
 #: k(X, X)'s base kernels are evaluated in about this many row blocks of its lower triangle: more
 #: blocks compute less of the upper triangle (1/(2·blocks) of it), at one base-kernel call each.
 _BASE_BLOCKS = 16
