@@ -189,3 +189,26 @@ def test_a_pickle_from_another_hdgp_version_warns(monkeypatch):
     with pytest.warns(hdgp.exceptions.HDGPWarning, match=rf"pickled by hdgp {re.escape(written)} and is unpickled by hdgp 99\.0"):
         restored = pickle.loads(data)
     assert restored.predict(X[:3]).shape == (3,)
+
+
+@pytest.mark.parametrize("name", ["RBF-ARD", "Additive", "DPA-GP-ARD", "SIGP", "GP-classifier", "SIGP-classifier"])
+def test_numeric_only_estimators_name_the_dataframe_columns_that_are_not_numbers(name):
+    import pandas as pd
+
+    frame = pd.DataFrame({"x": X[:, 0], "group": pd.Categorical(RNG.choice(["a", "b"], 30)),
+                          "when": pd.date_range("2020-01-01", periods=30), "n": X[:, 1].astype(object)})
+    y = (X[:, 0] > 0).astype(float)
+    with pytest.raises(ValueError, match=r"takes numeric inputs, but column\(s\) 'group' \(category\), 'when' "
+                                         r"\(datetime64.*OAKRegressor and OAKClassifier take categorical columns"):
+        hdgp.preset(name, max_iter=2).fit(frame, y)
+    est = hdgp.preset(name, max_iter=2).fit(frame[["x", "n"]], y)  # an object column of numbers is numbers
+    with pytest.raises(ValueError, match=r"column\(s\) 'n' \("):
+        est.predict(frame[["x", "n"]].assign(n="text"))
+
+
+def test_python_dash_m_runs_the_command_line():
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "hdgp", "--help"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.startswith("Usage: hdgp ")

@@ -205,6 +205,33 @@ def test_a_level_seen_only_in_held_out_rows_moves_to_training():
     assert sum("moved to training" in m for m in messages) >= 1
 
 
+def test_a_held_out_set_emptied_by_rare_levels_is_reported():
+    # a level per row (declared categorical): every held-out row's level is unseen, so every one moves
+    frame = FRAME.head(12).assign(group=[f"g{i}" for i in range(12)])
+    messages = []
+    tm = fit_table(frame, "y", model="Linear", categorical=["group"], random_state=0, progress=messages.append)
+    assert tm.metadata["holdout"] is None and tm.metadata["data"]["n_train"] == 12
+    assert any("moved to training" in m and "no held-out row is left" in m for m in messages)
+    messages.clear()
+    fit_table(frame.drop(columns="group"), "y", model="Linear", random_state=0, progress=messages.append)
+    assert not any("moved to training" in m for m in messages)
+
+
+def test_too_few_rows_to_hold_two_out_are_all_fitted():
+    """Five rows at the default 20 %: one held-out row measures nothing, so none is held out."""
+    tm = fit_table(FRAME.head(5), "y", model="Linear", random_state=0)
+    assert tm.metadata["data"]["n_train"] == 5 and tm.metadata["holdout"] is None
+    with pytest.raises(TableError, match="4 usable rows; at least 5 training rows are needed. Add rows."):
+        fit_table(FRAME.head(4), "y", model="Linear", random_state=0)
+
+
+def test_summary_of_a_table_model_is_its_own(tmp_path):
+    tm = fit_table(FRAME, "y", model="Linear", random_state=0)
+    assert hdgp.summary(tm) == tm.summary()
+    hdgp.save(tm, tmp_path / "m.hdgp")
+    assert hdgp.summary(hdgp.load(tmp_path / "m.hdgp")) == tm.summary()
+
+
 def test_auto_needs_enough_rows(tmp_path):
     FRAME.head(20).to_csv(tmp_path / "small.csv", index=False)
     result = CliRunner().invoke(main, ["fit", str(tmp_path / "small.csv"), "-t", "y", "-o", str(tmp_path / "m.hdgp")])

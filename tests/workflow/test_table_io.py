@@ -35,12 +35,13 @@ def test_a_separator_that_splits_nothing_is_named(tmp_path):
 
 
 def test_missing_markers_are_missing_in_csv_and_parquet(tmp_path):
-    frame = pd.DataFrame({"a": ["1", "?", "3"], "b": [1.0, 2.0, 3.0], "c": ["x", "?", "-"]})
+    # a number marker (-999) counts in typed Parquet columns too, as read_csv counts it
+    frame = pd.DataFrame({"a": ["1", "?", "3"], "b": [1.0, 2.0, 3.0], "c": ["x", "?", "-"], "d": [4, -999, 5]})
     frame.to_csv(tmp_path / "t.csv", index=False)
     frame.to_parquet(tmp_path / "t.parquet", index=False)
     for name in ("t.csv", "t.parquet"):
-        read = read_table(tmp_path / name, na_values=["?", "-"])
-        assert read.isna().sum().tolist() == [1, 0, 2], name
+        read = read_table(tmp_path / name, na_values=["?", "-", "-999"])
+        assert read.isna().sum().tolist() == [1, 0, 2, 1], name
         assert read_table(tmp_path / name).isna().sum().sum() == 0
 
 
@@ -336,15 +337,18 @@ def test_a_written_row_index_and_constant_columns_are_left_out_with_a_note(tmp_p
     schema, X, _ = TableSchema.infer(read, "y")
     assert schema.features == ["x", "code", "colour", "flag"]
     assert schema.dropped == ["Unnamed: 0", "same", "zero"] and list(X.columns) == schema.features
-    assert any("numbers the rows" in n for n in schema.notes)
+    assert any("an index written by DataFrame.to_csv" in n for n in schema.notes)
     assert sum("holds the same value in every row" in n for n in schema.notes) == 2
     holed = frame.copy()
     holed.loc[5, "x"] = np.nan
     holed.to_csv(tmp_path / "holed.csv")
     schema, _, _ = TableSchema.infer(read_table(tmp_path / "holed.csv"), "y", drop_missing=True)
     assert "Unnamed: 0" in schema.dropped  # a row number as written, before the incomplete row went
-    shuffled = read.sample(frac=1.0, random_state=0).reset_index(drop=True)  # 'Unnamed: 0' out of order
-    assert "Unnamed: 0" in TableSchema.infer(shuffled, "y")[0].features  # not a row number: a feature
+    # a shuffled or filtered frame writes its labels out of order or with gaps: still an index
+    shuffled = read.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    assert "Unnamed: 0" in TableSchema.infer(shuffled, "y")[0].dropped
+    assert "Unnamed: 0" in TableSchema.infer(read.iloc[::2], "y")[0].dropped
+    assert "Unnamed: 0" in TableSchema.infer(read.assign(**{"Unnamed: 0": read["Unnamed: 0"] % 5}), "y")[0].features
     with pytest.raises(TableError, match="holds the same value in every row.*No feature column is left"):
         TableSchema.infer(pd.DataFrame({"c": ["a"] * 5, "y": np.arange(5.0)}), "y")
 
@@ -411,3 +415,55 @@ def test_identifier_like_column_gets_a_note_but_stays():
     notes = [n for n in schema.notes if "named like an identifier" in n]
     assert len(notes) == 2 and "--drop id" in notes[0] and "--drop customer_id" in notes[1]
     assert {"id", "customer_id", "year"} <= set(schema.features)  # year: unique integers, but not an identifier
+
+
+def test_the_header_is_split_on_the_given_separator(tmp_path):
+    (tmp_path / "dup.csv").write_text("a;a;b;y\n1;2;3;4\n5;6;7;8\n")
+    with pytest.raises(TableError, match=r"duplicated column names \['a'\]"):
+        read_table(tmp_path / "dup.csv", sep=";")
+    (tmp_path / "commas.csv").write_text("v,u;w,v;y\n1;2;3\n")  # split on commas it would repeat 'v'
+    assert list(read_table(tmp_path / "commas.csv", sep=";").columns) == ["v,u", "w,v", "y"]
+
+
+def test_boolean_cells_in_other_spellings_are_the_training_levels(tmp_path):
+    """pandas reads TRUE/true/True as one bool; a model file's categorical columns are read back as text."""
+    frame = _frame(20).drop(columns="id")
+    frame.assign(flag=frame.flag.map({True: "TRUE", False: "FALSE"})).to_csv(tmp_path / "t.csv", index=False)
+    schema, X, _ = TableSchema.infer(read_table(tmp_path / "t.csv"), "y")
+    assert schema.levels["flag"] == ["False", "True"]
+    as_text = read_table(tmp_path / "t.csv", text_columns=schema.categorical)
+    assert as_text.flag.iloc[0] in ("TRUE", "FALSE")
+    spelled = as_text.assign(flag=[("true" if v == "TRUE" else "false") for v in as_text.flag])
+    expected = schema.encode(X)
+    for table in (as_text, spelled):
+        pd.testing.assert_frame_equal(schema.encode(table), expected)
+
+
+def test_text_with_about_a_value_per_row_is_refused_unless_declared():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"name": [f"n{i}" for i in range(40)], "x": rng.normal(size=40), "y": rng.normal(size=40)})
+    with pytest.raises(TableError, match="'name' holds text with 40 distinct values in 40 rows.*at most one per two"):
+        TableSchema.infer(frame, "y")
+    frame["name"] = [f"n{i // 2}" for i in range(40)]  # 20 levels, two rows each: a category
+    assert TableSchema.infer(frame, "y")[0].kinds["name"] == "categorical"
+    frame["name"] = [f"n{i}" for i in range(30)] + ["n0"] * 10
+    assert TableSchema.infer(frame, "y", categorical=["name"])[0].kinds["name"] == "categorical"
+
+
+def test_an_empty_column_is_left_out_with_a_note(tmp_path):
+    (tmp_path / "t.csv").write_text("x,z,y,\n" + "".join(f"{i},{i % 3},{2 * i}.5,\n" for i in range(8)))
+    read = read_table(tmp_path / "t.csv")
+    schema, X, _ = TableSchema.infer(read, "y")
+    assert schema.features == ["x", "z"] and read.columns[-1] in schema.dropped
+    assert any("is empty in every row" in n for n in schema.notes)
+    with pytest.raises(TableError, match="missing"):  # nothing but empty columns: the missing cells are named
+        TableSchema.infer(pd.DataFrame({"e": [np.nan] * 4, "y": np.arange(4.0)}), "y")
+
+
+def test_a_value_far_from_all_others_gets_a_note():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"x": rng.normal(size=50), "z": rng.lognormal(sigma=2, size=50), "y": rng.normal(size=50)})
+    assert TableSchema.infer(frame, "y")[0].notes == []  # a heavy tail is no typo
+    frame.loc[7, "x"] = 1e12
+    notes = TableSchema.infer(frame, "y")[0].notes
+    assert len(notes) == 1 and "'x' has a value far from all others (row 8: 1e+12" in notes[0]

@@ -20,13 +20,14 @@ from gpytorch.kernels import Kernel
 from gpytorch.priors import Prior
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
+from ._numeric_input import validate_numeric
 from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
 from ._repr import LearnedRepr
@@ -338,7 +339,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         -------
         self
         """
-        X, y = validate_data(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64, order="C")
+        X, y = validate_numeric(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64, order="C")
         with thread_budget(X.shape[0]):
             return self._fit(X, y)
 
@@ -466,7 +467,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     # ---------------------------------------------------------------- predict
     def _prepare_predict_inputs(self, X) -> torch.Tensor:
         check_is_fitted(self, "posterior_")
-        X = validate_data(self, X, reset=False, dtype=np.float64, order="C")
+        X = validate_numeric(self, X, reset=False, dtype=np.float64, order="C")
         return self._to_tensor(self._transform_inputs(X, fit=False))
 
     def predict(self, X, return_std: bool = False, return_cov: bool = False, *, latent: bool = False):

@@ -32,7 +32,7 @@ from gpytorch.kernels import Kernel
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from .._scaling import StandardizedInputs
 from .._threads import thread_budget
@@ -40,6 +40,7 @@ from ..inference.variational import SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
+from ._numeric_input import validate_numeric
 from ._pickle_version import VersionedPickle
 from ._repr import LearnedRepr
 from .gp import KERNELS
@@ -205,8 +206,8 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
     def _check_X(self, X, y=None, *, fit: bool = False):
         """Validate (and for subclasses, encode) inputs; with ``fit`` also ``y`` and return both."""
         if not fit:
-            return validate_data(self, X, reset=False, dtype=np.float64, order="C")
-        return validate_data(self, X, y, ensure_min_samples=2, dtype=np.float64, order="C")
+            return validate_numeric(self, X, reset=False, dtype=np.float64, order="C")
+        return validate_numeric(self, X, y, ensure_min_samples=2, dtype=np.float64, order="C")
 
     def _standardise(self, X: np.ndarray, fit: bool) -> torch.Tensor:
         return torch.as_tensor(np.ascontiguousarray(self._transform_inputs(X, fit)), **self._torch_kwargs)

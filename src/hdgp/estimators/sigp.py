@@ -47,7 +47,7 @@ from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.model_selection import KFold, StratifiedKFold
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
 from .._scaling import column_scales, column_std, target_scale, varies
@@ -61,6 +61,7 @@ from ._base import _is_int, atomic_fit
 from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
+from ._numeric_input import validate_numeric
 from ._repr import LearnedRepr
 from ._variance_scale import VarianceScaling
 
@@ -346,7 +347,7 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
 
     def _latent(self, X, **options) -> tuple[torch.Tensor, torch.Tensor]:
         check_is_fitted(self, "model_")
-        X = validate_data(self, X, reset=False, dtype=np.float64, order="C")
+        X = validate_numeric(self, X, reset=False, dtype=np.float64, order="C")
         with thread_budget(X.shape[0]):
             return self.model_.predict(self._standardise(X, fit=False), **options)
 
@@ -514,7 +515,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         -------
         self
         """
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64, order="C")
+        X, y = validate_numeric(self, X, y, y_numeric=True, dtype=np.float64, order="C")
         self._check_common(X.shape[0])
         if self.subspace not in ("kernel", "slicing"):
             raise ValueError(f"subspace must be 'kernel' or 'slicing'; got {self.subspace!r}.")
@@ -683,7 +684,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, order="C")
+        X, y = validate_numeric(self, X, y, dtype=np.float64, order="C")
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:

@@ -94,14 +94,20 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
         raise TableError(f"Data file {path} does not exist.")
     if path.stat().st_size == 0:
         raise TableError(f"Data file {path} is empty.")
+    delimiter = sep or ("," if kind == "csv" else "\t")
     try:
         if kind == "parquet":
             frame = pd.read_parquet(path)
             text = [c for c in frame.columns if not pd.api.types.is_numeric_dtype(frame[c])]
-            if na_values and text:  # text cells only: Parquet keeps numbers typed
+            if na_values and text:
                 frame[text] = frame[text].mask(frame[text].isin(list(na_values)))
+            numbers = pd.to_numeric(pd.Series(list(na_values), dtype=object), errors="coerce").dropna().tolist()
+            typed = [c for c in frame.columns if pd.api.types.is_numeric_dtype(frame[c])
+                     and not pd.api.types.is_bool_dtype(frame[c])]
+            if numbers and typed:  # a marker such as -999 in a typed number column, as read_csv treats it
+                frame[typed] = frame[typed].mask(frame[typed].isin(numbers))
         else:
-            frame = pd.read_csv(path, sep=sep or ("," if kind == "csv" else "\t"), skipinitialspace=True,
+            frame = pd.read_csv(path, sep=delimiter, skipinitialspace=True,
                                 dtype=dict.fromkeys(text_columns, str) or None, na_values=list(na_values) or None)
     except pd.errors.EmptyDataError:
         raise TableError(f"Data file {path} is empty.") from None
@@ -122,7 +128,7 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
                          f"{separator}. Give the separator with --sep" + (" ';'" if separator == "semicolons" else "")
                          + ", or save it comma-separated (or tab-separated as .tsv).")
     # pandas renames a repeated CSV header ('a', 'a.1'); the header row itself tells
-    names = _csv_header(path, kind) if kind != "parquet" else list(frame.columns)
+    names = _csv_header(path, delimiter) if kind != "parquet" else list(frame.columns)
     names = [str(c).strip() for c in names]
     dupes = sorted({c for c in names if names.count(c) > 1})
     if dupes:
@@ -131,10 +137,9 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
     return frame
 
 
-def _csv_header(path: Path, kind: str) -> list:
+def _csv_header(path: Path, sep: str) -> list:
     """The header row as written (read as a data row, which pandas does not rename)."""
-    row = pd.read_csv(path, sep="," if kind == "csv" else "\t", header=None, nrows=1, dtype=str,
-                      skipinitialspace=True, keep_default_na=False)
+    row = pd.read_csv(path, sep=sep, header=None, nrows=1, dtype=str, skipinitialspace=True, keep_default_na=False)
     return row.iloc[0].tolist()
 
 
@@ -287,9 +292,10 @@ def _days(dates: pd.Series) -> pd.Series:
 def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical) -> tuple[list, list]:
     """Feature columns that cannot inform a model, with a note on each: ``(notes, columns)``.
 
-    - a row number that ``DataFrame.to_csv`` wrote without a header (pandas reads it back as
-      ``'Unnamed: 0'``): 0, 1, 2, ... or 1, 2, 3, ... in the table as ``written`` (before rows
-      with missing values are dropped) — a model would learn the row order;
+    - an index that ``DataFrame.to_csv`` wrote without a header (pandas reads it back as
+      ``'Unnamed: 0'``): a different integer in every row of the table as ``written`` (before rows
+      with missing values are dropped), in order or not (a shuffled, sorted or filtered frame keeps
+      its labels) — a model would learn the row labels, which may follow the target;
     - a column holding one value in every row (e.g. a text column with one level): it has no
       effect on the fit, and its length-scale would stay at its start and read as relevant.
 
@@ -302,9 +308,10 @@ def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical
     for c in features.columns:
         s, w = features[c], written[c]
         if (re.fullmatch(r"Unnamed: \d+", str(c)) and c not in categorical and pd.api.types.is_numeric_dtype(w)
-                and n_written > 1 and (np.array_equal(w, np.arange(n_written))
-                                       or np.array_equal(w, np.arange(1, n_written + 1)))):
-            notes.append(f"Column {c!r} numbers the rows (an index written by DataFrame.to_csv); it is left out.")
+                and n_written > 1 and w.notna().all() and w.is_unique and (w == np.round(w)).all()):
+            notes.append(f"Column {c!r} has no name and a different integer in every row: an index written by "
+                         "DataFrame.to_csv, which would let a model learn the row labels; it is left out (give it "
+                         "a name in the header row to use it as a feature).")
             columns.append(c)
         elif n > 1 and s.nunique(dropna=False) == 1:
             notes.append(f"Column {c!r} holds the same value in every row; it cannot inform the model and is "
@@ -315,6 +322,24 @@ def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical
             notes.append(f"Column {c!r} holds a different integer in every row and is named like an identifier; "
                          f"it is used as a feature. If it only labels the rows, leave it out with --drop {c}.")
     return notes, columns
+
+
+def _far_value_note(values: pd.Series, name: str) -> str | None:
+    """A note on a numeric column whose farthest value lies more than :data:`_FAR` interquartile
+    ranges from its median (a typo or a sentinel such as 1e12), else None: models that standardise
+    their inputs would squeeze the column's other values together."""
+    low, median, high = values.quantile([0.25, 0.5, 0.75])
+    distance = (values - median).abs()
+    if not high > low or not distance.max() > _FAR * (high - low):
+        return None
+    row = distance.idxmax()
+    return (f"Column {name!r} has a value far from all others (row {_rows([row])}: {values[row]:.6g}, while the "
+            f"middle half of its values lies in [{low:.6g}, {high:.6g}]). Models that standardise their inputs (all "
+            "but OAK, whose flow warps each feature) would squeeze its other values together; check that value.")
+
+
+#: A value farther than this many interquartile ranges from the median gets a note.
+_FAR = 1e6
 
 
 #: Column names that usually label rows rather than measure something.
@@ -457,6 +482,11 @@ class TableSchema:
         if target in drop or target in categorical:
             raise TableError(f"The target column {target!r} cannot also be dropped or declared categorical.")
         features = [c for c in columns if c != target and c not in drop]
+        empty = [c for c in features if frame[c].isna().all()]
+        if len(empty) == len(features):
+            empty = []  # nothing but empty columns: the check of missing values below names them
+        features = [c for c in features if c not in empty]
+        drop = list(drop) + empty
         if not features:
             raise TableError("No feature columns are left after removing the target and the dropped columns.")
         used = frame[features + [target]]
@@ -475,7 +505,8 @@ class TableSchema:
         if len(used) < 2:
             raise TableError(f"The table has {len(used)} complete data row; a model needs several to learn from.")
         notes, left_out = _columns_left_out(frame[features], used[features], categorical)
-        notes = dropped_rows + notes
+        notes = [f"Column {c!r} is empty in every row (e.g. a separator at the end of each line); it is left out."
+                 for c in empty] + dropped_rows + notes
         if left_out:
             if len(left_out) == len(features):
                 _target(used[target], target, task)  # a bad target (e.g. constant too) is the first thing to fix
@@ -502,12 +533,12 @@ class TableSchema:
                 _refuse_mixed_dates(s, c)
                 _refuse_separated_numbers(s, c)
                 n_levels = s.nunique()
-                if n_levels > max_levels:
+                if n_levels > max_levels or n_levels > len(s) // 2:
                     raise TableError(
                         f"Column {c!r} holds text with {n_levels} distinct values in {len(s)} rows; it looks "
-                        f"like an identifier or free text, not a category (at most {max_levels} levels "
-                        f"are inferred). Drop it with --drop {c}, or declare it categorical with "
-                        f"--categorical {c} if it is one."
+                        f"like an identifier or free text, not a category (inferred categories have at most "
+                        f"{max_levels} levels and at most one per two rows). Drop it with --drop {c}, or declare "
+                        f"it categorical with --categorical {c} if it is one."
                     )
                 kinds[c] = "categorical"
             else:
@@ -527,7 +558,8 @@ class TableSchema:
                 levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
         schema = cls(target=target, features=features, kinds=kinds,
                      dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
-        schema.notes = notes
+        schema.notes = notes + [note for c in features if kinds[c] == "numeric"
+                                if (note := _far_value_note(pd.to_numeric(used[c]), c)) is not None]
         schema.date_formats = {c: fmt for c in features if kinds[c] == "datetime"
                                if (fmt := _date_format(used[c])) is not None}
         schema.task, schema.task_reason, schema.classes, y = _target(used[target], target, task)
@@ -592,8 +624,8 @@ class TableSchema:
             labels = s.map(_level_label)
             known = {v: i for i, v in enumerate(self.levels[c])}
             unseen = ~labels.isin(list(known))
-            if unseen.any():  # text "7.0" or "007" of a level that training read as the number 7
-                labels[unseen] = labels[unseen].map(_number_label)
+            if unseen.any():  # text "007" or "TRUE" of a level that training read as the number 7 or as True
+                labels[unseen] = labels[unseen].map(_parsed_label)
                 unseen = ~labels.isin(list(known))
             if unseen.any():
                 values = sorted(set(labels[unseen]))[:_SHOW]
@@ -769,8 +801,16 @@ def _level_label(value) -> str:
     return str(value)
 
 
-def _number_label(text: str) -> str:
-    """:func:`_level_label` of the number ``text`` spells (``"007"`` -> ``"7"``), else ``text``."""
+#: Cells pandas reads as booleans (its ``read_csv`` defaults), by the label of the bool.
+_BOOLEAN_CELLS = {"True": "True", "TRUE": "True", "true": "True", "False": "False", "FALSE": "False",
+                  "false": "False"}
+
+
+def _parsed_label(text: str) -> str:
+    """:func:`_level_label` of the value pandas reads from the cell ``text``: a number (``"007"`` -> ``"7"``)
+    or a boolean (``"TRUE"`` -> ``"True"``); else ``text``."""
+    if text in _BOOLEAN_CELLS:
+        return _BOOLEAN_CELLS[text]
     try:
         return _level_label(float(text))
     except ValueError:

@@ -279,7 +279,9 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     train_idx, test_idx, moved = _keep_levels_in_training(schema, X_raw, train_idx, test_idx)
     if moved:
         progress(f"{moved} held-out row(s) with a category absent from the training rows moved to training "
-                 "(the model has to know every level)")
+                 "(the model has to know every level)"
+                 + ("; no held-out row is left, so the fit is not evaluated on held-out data" if not len(test_idx)
+                    else ""))
     X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
     selection = winner = None
     if name is None:
@@ -386,10 +388,12 @@ def _split(schema: TableSchema, y: np.ndarray, test_size: float, random_state) -
     if schema.task == "classification" and n_test:
         n_test = max(n_test, len(schema.classes))  # a stratified split holds out every class
         stratify = y
+    if n_test < 2:  # one held-out row measures nothing: none is held out
+        n_test, stratify = 0, None
     if n - n_test < MIN_TRAIN_ROWS or (stratify is not None and n - n_test < len(schema.classes)):
-        raise TableError(f"The table has {n} usable rows; at least {MIN_TRAIN_ROWS} training rows are needed "
-                         f"after holding out {n_test} for testing. Add rows or lower --test-size.")
-    if n_test < 2:
+        held = f" after holding out {n_test} for testing. Add rows or lower --test-size." if n_test else ". Add rows."
+        raise TableError(f"The table has {n} usable rows; at least {MIN_TRAIN_ROWS} training rows are needed{held}")
+    if n_test == 0:
         return np.arange(n), np.arange(0)
     train, test = train_test_split(np.arange(n), test_size=n_test, random_state=random_state, stratify=stratify)
     if stratify is not None:

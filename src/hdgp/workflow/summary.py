@@ -179,7 +179,8 @@ def learned_quantities(est, *, classes=None) -> dict:
 
 
 def summarize(est, *, header: bool = True, classes=None) -> str:
-    """A few lines describing a fitted estimator (``classes``: as in :func:`learned_quantities`).
+    """A few lines describing a fitted estimator (``classes``: as in :func:`learned_quantities`), or
+    a model fitted to a table (what ``hdgp fit`` saves and ``hdgp.load`` returns: its own summary).
 
     Raises ``sklearn.exceptions.NotFittedError`` for an estimator that is not fitted.
 
@@ -191,6 +192,10 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
     >>> "noise" in hdgp.summary(est)
     True
     """
+    from .tabular import TabularModel  # (it imports this module)
+
+    if isinstance(est, TabularModel):
+        return est.summary()
     q = learned_quantities(est, classes=classes)
     lines = []
     if header:
