@@ -7,7 +7,7 @@ import pytest
 import torch
 from gpytorch.kernels import RBFKernel
 
-import hdgp.kernels.additive_kernel as additive_module
+import hdgp.kernels._compiled as compiled_module
 from hdgp.exceptions import CostWarning
 from hdgp.kernels.additive_kernel import (_SYMMETRIC_MIN_N, AdditiveKernel, additive_sum, elementary_symmetric,
                                          symmetric_additive_sum)
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.usefixtures("float64_default")
 @pytest.fixture(autouse=True, params=[True, False], ids=["compiled", "tensor"])
 def sum_path(request, monkeypatch):
     """Every test on both implementations of the sums: compiled (CPU) and tensor tiles (other devices)."""
-    monkeypatch.setattr(additive_module, "COMPILED", request.param)
+    monkeypatch.setattr(compiled_module, "ENABLED", request.param)
     return request.param
 
 
@@ -52,7 +52,7 @@ def test_compiled_and_tensor_sums_agree(monkeypatch, dtype, shape):
     weight = torch.randn(shape[1:], generator=gen, dtype=torch.float64).to(dtype)
     results = []
     for compiled in (True, False):
-        monkeypatch.setattr(additive_module, "COMPILED", compiled)
+        monkeypatch.setattr(compiled_module, "ENABLED", compiled)
         b, v = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
         out = additive_sum(b, v)
         (out * weight).sum().backward()

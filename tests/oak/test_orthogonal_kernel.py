@@ -287,8 +287,17 @@ def test_feature_stack_reorders_groups():
         FeatureStackKernel([gauss, cat], [[0, 2], [2]])
 
 
+@pytest.fixture(params=[True, False], ids=["compiled", "tensor"])
+def se_backward_path(request, monkeypatch):
+    """The SE kernels' backward on both paths: compiled (CPU) and tensor operations (other devices)."""
+    import hdgp.kernels._compiled as compiled
+
+    monkeypatch.setattr(compiled, "ENABLED", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("batch", [(), (2,)])
-def test_fused_constrained_se_gradients_match_finite_differences(batch):
+def test_fused_constrained_se_gradients_match_finite_differences(batch, se_backward_path):
     """The hand-written backward of exp(-(a - b)²/2ℓ²) - u vᵀ (all five inputs, batched)."""
     from hdgp.kernels.se_kernel import se_minus_outer
 
@@ -301,7 +310,7 @@ def test_fused_constrained_se_gradients_match_finite_differences(batch):
     assert torch.autograd.gradcheck(se_minus_outer, args)
 
 
-def test_plain_se_kernel_matches_gpytorch_rbf_and_its_gradients():
+def test_plain_se_kernel_matches_gpytorch_rbf_and_its_gradients(se_backward_path):
     """SEKernel (no outer term) = GPyTorch's RBFKernel(batch_shape=(D,)) in the additive layout."""
     from gpytorch.kernels import RBFKernel
 
@@ -327,7 +336,7 @@ def test_plain_se_kernel_matches_gpytorch_rbf_and_its_gradients():
     assert torch.autograd.gradcheck(se_minus_outer, args)
 
 
-def test_fused_constrained_se_matches_autograd_far_from_origin():
+def test_fused_constrained_se_matches_autograd_far_from_origin(se_backward_path):
     """Inputs near 1e6: the backward's expanded sum of squares must not cancel."""
     from hdgp.kernels.se_kernel import se_minus_outer
 
@@ -343,6 +352,31 @@ def test_fused_constrained_se_matches_autograd_far_from_origin():
     plain = torch.exp(-((a_ - b_.transpose(-1, -2)) ** 2) / (2 * l2_)) - u_.unsqueeze(-1) * v_.unsqueeze(-2)
     for x, y in zip(fused, torch.autograd.grad((plain * G).sum(), inputs)):
         torch.testing.assert_close(x, y, rtol=1e-9, atol=1e-9)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+@pytest.mark.parametrize("outer", [True, False])
+def test_se_backward_compiled_and_tensor_paths_agree(monkeypatch, dtype, outer):
+    """Batched, broadcast (u, v shared by the batch) and expanded gradient inputs, both precisions."""
+    import hdgp.kernels._compiled as compiled
+    from hdgp.kernels.se_kernel import se_minus_outer
+
+    g = torch.Generator().manual_seed(4)
+    D, n, m = 3, 7, 5
+    a, b = torch.randn(2, D, n, 1, generator=g), torch.randn(D, m, 1, generator=g)
+    l2 = torch.rand(D, 1, 1, generator=g) + 0.5
+    u, v = (torch.randn(D, n, generator=g), torch.randn(D, m, generator=g)) if outer else (None, None)
+    G = torch.randn(D, n, m, generator=g).expand(2, D, n, m)  # a broadcast gradient (stride 0)
+    results = []
+    for enabled in (True, False):
+        monkeypatch.setattr(compiled, "ENABLED", enabled)
+        inputs = [t.to(dtype).clone().requires_grad_() for t in (a, b, l2, u, v) if t is not None]
+        K = se_minus_outer(*inputs[:3], *(inputs[3:] or (None, None)))
+        results.append(torch.autograd.grad((K * G.to(dtype)).sum(), inputs))
+    tol = {"rtol": 1e-4, "atol": 1e-4} if dtype == torch.float32 else {"rtol": 1e-12, "atol": 1e-12}
+    for x, y in zip(*results):
+        assert x.dtype == dtype and x.shape == y.shape
+        torch.testing.assert_close(x, y, **tol)
 
 
 def test_single_level_categorical_is_the_zero_kernel_and_oak_fits_around_it():

@@ -27,7 +27,7 @@ from linear_operator import to_dense
 from ..exceptions import CostWarning
 from . import log_positive
 from ._autograd import refuse_double_backward
-from ._compiled_sum import rows_backward, rows_forward
+from ._compiled import rows_backward, rows_forward, use_compiled
 
 __all__ = ["AdditiveKernel", "additive_sum", "elementary_symmetric", "symmetric_additive_sum"]
 
@@ -47,9 +47,6 @@ _SYMMETRIC_MIN_N = 128
 #: k(X, X)'s base kernels are evaluated in about this many row blocks of its lower triangle: more
 #: blocks compute less of the upper triangle (1/(2·blocks) of it), at one base-kernel call each.
 _BASE_BLOCKS = 16
-
-#: CPU sums run compiled (:mod:`._compiled_sum`); off, they take the tensor tiles as other devices do.
-COMPILED = True
 
 #: Above this many elementwise passes (D·R) per kernel evaluation, warn about cost.
 _COST_WARN_PASSES = 1000
@@ -139,7 +136,7 @@ class _AdditiveSum(torch.autograd.Function):
     def forward(ctx, base, order_variances, chunk):
         ctx.save_for_backward(base, order_variances)
         ctx.chunk = chunk
-        if _compiled(base):
+        if use_compiled(base):
             rows = _as_rows(base)
             out = rows.new_empty(rows.shape[1:])
             return _compiled_forward([rows], order_variances, False, out).reshape(base.shape[1:])
@@ -155,7 +152,7 @@ class _AdditiveSum(torch.autograd.Function):
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
         base, variances = ctx.saved_tensors
-        if _compiled(base):
+        if use_compiled(base):
             rows = _as_rows(base)
             (grad_rows,), grad_var = _compiled_backward([rows], variances, False, grad_out.reshape(rows.shape[1:]),
                                                         ctx.needs_input_grad[:1])
@@ -199,7 +196,7 @@ class _SymmetricAdditiveSum(torch.autograd.Function):
         ctx.chunk = chunk
         n = blocks[-1].shape[-1]
         out = blocks[0].new_empty(n, n)
-        if _compiled(blocks[0]):
+        if use_compiled(blocks[0]):
             _compiled_forward(blocks, order_variances, True, out)
         else:
             for i, row0, r0, r1 in _tiles(blocks, chunk):
@@ -212,7 +209,7 @@ class _SymmetricAdditiveSum(torch.autograd.Function):
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
         variances, *blocks = ctx.saved_tensors
-        if _compiled(blocks[0]):
+        if use_compiled(blocks[0]):
             mirrored = grad_out + grad_out.T  # each entry left of the diagonal stands for its mirror too
             mirrored.diagonal().copy_(grad_out.diagonal())
             grads, grad_var = _compiled_backward(blocks, variances, True, mirrored, ctx.needs_input_grad[2:])
@@ -267,12 +264,6 @@ def _base_block(n: int) -> int:
     return max(_CHUNK, n * n // (2 * _BASE_BLOCKS))
 
 
-def _compiled(t: torch.Tensor) -> bool:
-    """Whether ``t`` (a base stack) goes through the compiled kernels (:mod:`._compiled_sum`):
-    CPU floating tensors, unless :data:`COMPILED` is off. Other devices take the tensor tiles."""
-    return COMPILED and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
-
-
 def _as_rows(base: torch.Tensor) -> torch.Tensor:
     """A base stack ``(D, ..., m)`` as ``(D, rows, m)``, the layout of the compiled kernels."""
     return base.reshape(base.shape[0], math.prod(base.shape[1:-1]), base.shape[-1] if base.dim() > 1 else 1)
@@ -283,7 +274,7 @@ def _numpy(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> np.ndarray:
 
 
 def _compiled_forward(blocks, variances, lower: bool, out: torch.Tensor) -> torch.Tensor:
-    """Fill ``out`` from consecutive row blocks ``(D, rows, cols)`` (:func:`._compiled_sum.rows_forward`)."""
+    """Fill ``out`` from consecutive row blocks ``(D, rows, cols)`` (:func:`._compiled.rows_forward`)."""
     v, row0 = _numpy(variances, out.dtype), 0
     for block in blocks:
         rows_forward(_numpy(block), row0, lower, v, out.numpy())

@@ -10,10 +10,12 @@ exact and no more expensive.
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 from gpytorch.kernels import Kernel
 
 from . import log_positive
+from ._compiled import se_outer_backward, use_compiled
 from ._elementwise import exp_
 from .ard_kernel import _centred
 
@@ -62,14 +64,18 @@ class _SEMinusOuter(torch.autograd.Function):
     def backward(ctx, G):
         a, b, l2, u, v, K = ctx.saved_tensors
         need_a, need_b, need_l2, need_u, need_v = ctx.needs_input_grad
-        g_u = -(G @ v.unsqueeze(-1)).squeeze(-1) if need_u else None
-        g_v = -(G.transpose(-1, -2) @ u.unsqueeze(-1)).squeeze(-1) if need_v else None
+        a0, b0 = _centred(a, b)  # (..., D, n, 1), (..., D, m, 1)
+        if use_compiled(K):  # the reductions below in one pass over K and G
+            rows, cols, Wb, WTa, g_u, g_v = _compiled_reductions(K, G, a0, b0, u, v)
+        else:
+            g_u = -(G @ v.unsqueeze(-1)).squeeze(-1) if need_u else None
+            g_v = -(G.transpose(-1, -2) @ u.unsqueeze(-1)).squeeze(-1) if need_v else None
+            if need_a or need_b or need_l2:
+                W = (K * G) if u is None else torch.addcmul(K, u.unsqueeze(-1), v.unsqueeze(-2)).mul_(G)  # G ⊙ E
+                rows, cols = W.sum(-1, keepdim=True), W.sum(-2).unsqueeze(-1)
+                Wb, WTa = W @ b0, W.transpose(-1, -2) @ a0
         g_a = g_b = g_l2 = None
         if need_a or need_b or need_l2:
-            W = (K * G) if u is None else torch.addcmul(K, u.unsqueeze(-1), v.unsqueeze(-2)).mul_(G)  # G ⊙ E
-            a0, b0 = _centred(a, b)  # (..., D, n, 1), (..., D, m, 1)
-            rows, cols = W.sum(-1, keepdim=True), W.sum(-2).unsqueeze(-1)
-            Wb, WTa = W @ b0, W.transpose(-1, -2) @ a0
             if need_l2:
                 total = (a0.square() * rows).sum((-1, -2)) - 2 * (a0 * Wb).sum((-1, -2)) \
                     + (b0.square() * cols).sum((-1, -2))
@@ -78,7 +84,25 @@ class _SEMinusOuter(torch.autograd.Function):
                 g_a = (Wb - a0 * rows) / l2
             if need_b:
                 g_b = (WTa - b0 * cols) / l2
-        return g_a, g_b, g_l2, g_u, g_v
+        return g_a, g_b, g_l2, (g_u if need_u else None), (g_v if need_v else None)
+
+
+def _compiled_reductions(K, G, a0, b0, u, v):
+    r""":class:`_SEMinusOuter`'s reductions by :func:`._compiled.se_outer_backward`: the row and
+    column sums of :math:`W`, :math:`Wb`, :math:`W^\top a` (shaped like ``a0``, ``b0``) and
+    :math:`-Gv`, :math:`-G^\top u` (shaped like ``u``, ``v``; None without them)."""
+    n, m = K.shape[-2:]
+    flat = lambda t, size: t.detach().to(K.dtype).reshape(-1, size).contiguous().numpy()  # noqa: E731
+    Kf, Gf = flat(K, n * m).reshape(-1, n, m), flat(G.expand(K.shape), n * m).reshape(-1, n, m)
+    af, bf = flat(a0, n), flat(b0, m)
+    has_outer = u is not None
+    uf, vf = (flat(u, n), flat(v, m)) if has_outer else (af, bf)  # (not read without the outer term)
+    rows, Wb, gu = (np.empty_like(af) for _ in range(3))
+    cols, WTa, gv = (np.empty_like(bf) for _ in range(3))
+    se_outer_backward(Kf, Gf, af, bf, uf, vf, has_outer, rows, cols, Wb, WTa, gu, gv)
+    column = lambda x, like: torch.from_numpy(x).reshape(like.shape)  # noqa: E731
+    return (column(rows, a0), column(cols, b0), column(Wb, a0), column(WTa, b0),
+            column(gu, u) if has_outer else None, column(gv, v) if has_outer else None)
 
 
 def se_minus_outer(a, b, l2, u=None, v=None):

@@ -1,32 +1,48 @@
-r"""Compiled (Numba) CPU kernels of the all-order additive sum and its backward pass.
+r"""Compiled (Numba) CPU loops for the kernels' hot spots, and the switch that selects them.
 
-The sum :math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)` and its reverse sweep (see
-:class:`~hdgp.kernels.additive_kernel._AdditiveSum`) are :math:`O(DR)` passes per matrix entry.
-As tensor operations every pass streams whole rows of entries through memory, and the backward
-pass keeps :math:`DR` prefix rows per tile: it is bound by memory traffic, not arithmetic. Here
-the recurrences run over short runs of :data:`_RUN` entries whose working set (the
-:math:`D \times R` prefixes, the :math:`R + 1` polynomials and adjoints) stays in the first
-cache levels, with the innermost loops over entries, which LLVM vectorises. Measured against
-the tensor version (benchmarks/additive_kernel_speed.py: one thread, n = 1000, D = R = 13, sum +
-backward): 0.221 → 0.062 s on the lower triangle, 0.340 → 0.109 s on the whole matrix.
+**The all-order additive sum.** :math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)` and its reverse
+sweep (see :class:`~hdgp.kernels.additive_kernel._AdditiveSum`) are :math:`O(DR)` passes per matrix
+entry. As tensor operations every pass streams whole rows of entries through memory, and the
+backward pass keeps :math:`DR` prefix rows per tile: it is bound by memory traffic, not arithmetic.
+Here the recurrences run over short runs of :data:`_RUN` entries whose working set (the
+:math:`D \times R` prefixes, the :math:`R + 1` polynomials and adjoints) stays in the first cache
+levels, with the innermost loops over entries, which LLVM vectorises. Measured against the tensor
+version (benchmarks/additive_kernel_speed.py: one thread, n = 1000, D = R = 13, sum + backward):
+0.221 → 0.062 s on the lower triangle, 0.340 → 0.109 s on the whole matrix.
 
-Both kernels walk the rows of a block ``(D, rows, cols)``: row ``ia`` is row ``row0 + ia`` of
+Both sum kernels walk the rows of a block ``(D, rows, cols)``: row ``ia`` is row ``row0 + ia`` of
 the output and covers columns ``0 .. row0 + ia`` when ``lower`` (the lower triangle of a
 symmetric matrix; the block's other columns are not read), otherwise all ``cols`` columns.
-They are serial: hdgp leaves the machine's cores to the worker processes and BLAS.
+
+**The backward pass of the SE kernels** (:class:`~hdgp.kernels.se_kernel._SEMinusOuter`) needs six
+reductions of :math:`W = G \odot (K + uv^\top)` and :math:`G`; as tensor operations they read the
+:math:`D \times n \times m` matrices about nine times, here once (:func:`se_outer_backward`).
+
+All loops are serial: hdgp leaves the machine's cores to worker processes and BLAS. Numba
+compiles them at their first call in an installation (a few seconds) and caches the result
+beside this module.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import torch
 from numba import njit
 
-__all__ = ["rows_backward", "rows_forward"]
+__all__ = ["ENABLED", "rows_backward", "rows_forward", "se_outer_backward", "use_compiled"]
+
+#: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
+ENABLED = True
 
 #: Entries per run: D·R·_RUN prefix values stay in L1/L2 (R = D = 13: 86 kB in float64).
 _RUN = 64
 
 _JIT = dict(cache=True, fastmath=True, error_model="numpy", nogil=True)
+
+
+def use_compiled(t) -> bool:
+    """Whether work on tensor ``t`` runs compiled: CPU floating tensors, while :data:`ENABLED`."""
+    return ENABLED and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
 
 
 @njit(**_JIT)
@@ -114,3 +130,42 @@ def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block
                     ar, an = adj[r], adj[r + 1]
                     for t in range(w):
                         ar[t] += k[t] * an[t]
+
+
+@njit(**_JIT)
+def se_outer_backward(K, G, a, b, u, v, has_outer, rows, cols, Wb, WTa, gu, gv):
+    """One pass over ``K`` and ``G`` (both ``(L, n, m)``) for the SE kernels' backward: with
+    :math:`W = G \odot (K + u v^\top)` (:math:`W = G \odot K` without ``has_outer``), writes
+    ``rows`` = :math:`W\mathbf 1`, ``Wb`` = :math:`Wb`, ``gu`` = :math:`-Gv` (each ``(L, n)``) and
+    ``cols`` = :math:`W^\top\mathbf 1`, ``WTa`` = :math:`W^\top a`, ``gv`` = :math:`-G^\top u` (each ``(L, m)``)."""
+    n_lead, n, m = K.shape
+    cols[:] = 0.0
+    WTa[:] = 0.0
+    gv[:] = 0.0
+    for lead in range(n_lead):
+        bl, vl, cl, tl, gvl = b[lead], v[lead], cols[lead], WTa[lead], gv[lead]
+        for i in range(n):
+            ki, gi = K[lead, i], G[lead, i]
+            ai, ui = a[lead, i], u[lead, i]
+            row = 0.0
+            row_b = 0.0
+            g_v = 0.0
+            if has_outer:
+                for j in range(m):
+                    w = (ki[j] + ui * vl[j]) * gi[j]
+                    row += w
+                    row_b += w * bl[j]
+                    cl[j] += w
+                    tl[j] += w * ai
+                    g_v += gi[j] * vl[j]
+                    gvl[j] -= gi[j] * ui
+            else:
+                for j in range(m):
+                    w = ki[j] * gi[j]
+                    row += w
+                    row_b += w * bl[j]
+                    cl[j] += w
+                    tl[j] += w * ai
+            rows[lead, i] = row
+            Wb[lead, i] = row_b
+            gu[lead, i] = -g_v
