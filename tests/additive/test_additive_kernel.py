@@ -63,6 +63,32 @@ def test_compiled_and_tensor_sums_agree(monkeypatch, dtype, shape):
         torch.testing.assert_close(a, b, **tol)
 
 
+def test_order_zero_only_is_the_constant_and_empty_variances_are_refused():
+    base = torch.rand(3, 5, 5).requires_grad_(True)
+    variances = torch.tensor([0.7]).requires_grad_(True)
+    for total in (additive_sum, symmetric_additive_sum):
+        out = total(base, variances)
+        torch.testing.assert_close(out, torch.full((5, 5), 0.7))
+        out.sum().backward()
+        assert base.grad is None and variances.grad.item() == pytest.approx(25.0)
+        variances.grad = None
+        with pytest.raises(ValueError, match=r"order_variances must have shape \(R \+ 1,\)"):
+            total(base, torch.empty(0))
+    assert additive_sum(torch.rand(2), torch.tensor([0.5])).shape == ()
+
+
+def test_float32_variance_gradient_keeps_its_digits_over_many_entries():
+    """Each entry's share of ∂L/∂σ² summed in float64: a float32 running total of 10^6 terms drifts."""
+    gen = torch.Generator().manual_seed(8)
+    base = 0.9 + 0.1 * torch.rand(4, 1000, 1000, generator=gen, dtype=torch.float64)
+    grads = []
+    for dtype in (torch.float64, torch.float32):
+        variances = torch.tensor([0.1, 0.4, 0.3, 0.2, 0.1], dtype=dtype, requires_grad=True)
+        additive_sum(base.to(dtype), variances).sum().backward()
+        grads.append(variances.grad.double())
+    torch.testing.assert_close(grads[1], grads[0], rtol=1e-6, atol=0)
+
+
 def test_elementary_symmetric_no_cancellation_near_one():
     # kernel values near 1 and large order: Newton–Girard loses digits here, the
     # recurrence must stay exact (compare against exact binomial values).

@@ -25,6 +25,7 @@ beside this module.
 
 from __future__ import annotations
 
+import numba
 import numpy as np
 import torch
 from numba import njit
@@ -37,20 +38,29 @@ ENABLED = True
 #: Entries per run: D·R·_RUN prefix values stay in L1/L2 (R = D = 13: 86 kB in float64).
 _RUN = 64
 
-_JIT = dict(cache=True, fastmath=True, error_model="numpy", nogil=True)
+def _jit(function):
+    """``numba.njit`` with an on-disk cache, or without one where Numba finds no writable place for
+    it (a read-only installation and home folder): then it compiles again in every process."""
+    options = dict(fastmath=True, error_model="numpy", nogil=True)
+    try:
+        return njit(cache=True, **options)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return njit(**options)(function)
 
 
 def use_compiled(t) -> bool:
-    """Whether work on tensor ``t`` runs compiled: CPU floating tensors, while :data:`ENABLED`."""
-    return ENABLED and t.device.type == "cpu" and t.dtype in (torch.float32, torch.float64)
+    """Whether work on tensor ``t`` runs compiled: CPU floating tensors, while :data:`ENABLED` and
+    Numba compiles (``NUMBA_DISABLE_JIT=1`` would run the loops as Python, ~100x slower than tensors)."""
+    return (ENABLED and not numba.config.DISABLE_JIT and t.device.type == "cpu"
+            and t.dtype in (torch.float32, torch.float64))
 
 
-@njit(**_JIT)
+@_jit
 def _run_width(row: int, lower: bool, cols: int) -> int:
     return row + 1 if lower else cols
 
 
-@njit(**_JIT)
+@_jit
 def rows_forward(block, row0, lower, variances, out):
     """``out[row0 + ia, c] = Σ_r σ_r² e_r(block[:, ia, c])`` for the columns of each row."""
     n_dims, rows, cols = block.shape
@@ -78,10 +88,10 @@ def rows_forward(block, row0, lower, variances, out):
                     o[t] += s * er[t]
 
 
-@njit(**_JIT)
+@_jit
 def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block, grad_var):
-    """Reverse sweep of :func:`rows_forward`: adds :math:`\\partial L/\\partial\\sigma^2` to ``grad_var``
-    and, when ``need_base``, writes :math:`\\partial L/\\partial k` into ``grad_block`` (zero in the
+    r"""Reverse sweep of :func:`rows_forward`: adds :math:`\partial L/\partial\sigma^2` to ``grad_var``
+    and, when ``need_base``, writes :math:`\partial L/\partial k` into ``grad_block`` (zero in the
     columns a ``lower`` row does not cover). ``grad_out`` is indexed like ``out``."""
     n_dims, rows, cols = block.shape
     max_order = variances.shape[0] - 1
@@ -132,9 +142,9 @@ def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block
                         ar[t] += k[t] * an[t]
 
 
-@njit(**_JIT)
+@_jit
 def se_outer_backward(K, G, a, b, u, v, has_outer, rows, cols, Wb, WTa, gu, gv):
-    """One pass over ``K`` and ``G`` (both ``(L, n, m)``) for the SE kernels' backward: with
+    r"""One pass over ``K`` and ``G`` (both ``(L, n, m)``) for the SE kernels' backward: with
     :math:`W = G \odot (K + u v^\top)` (:math:`W = G \odot K` without ``has_outer``), writes
     ``rows`` = :math:`W\mathbf 1`, ``Wb`` = :math:`Wb`, ``gu`` = :math:`-Gv` (each ``(L, n)``) and
     ``cols`` = :math:`W^\top\mathbf 1`, ``WTa`` = :math:`W^\top a`, ``gv`` = :math:`-G^\top u` (each ``(L, m)``)."""

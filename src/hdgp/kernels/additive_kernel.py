@@ -265,8 +265,10 @@ def _base_block(n: int) -> int:
 
 
 def _as_rows(base: torch.Tensor) -> torch.Tensor:
-    """A base stack ``(D, ..., m)`` as ``(D, rows, m)``, the layout of the compiled kernels."""
-    return base.reshape(base.shape[0], math.prod(base.shape[1:-1]), base.shape[-1] if base.dim() > 1 else 1)
+    """A base stack ``(D, ...)`` as one row ``(D, 1, N)`` of the compiled kernels: the whole sum is
+    elementwise, and long rows keep their loops busy (an ``(n, 1)`` layout would pay a row's fixed
+    cost for every entry)."""
+    return base.reshape(base.shape[0], 1, math.prod(base.shape[1:]))
 
 
 def _numpy(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> np.ndarray:
@@ -285,7 +287,8 @@ def _compiled_forward(blocks, variances, lower: bool, out: torch.Tensor) -> torc
 def _compiled_backward(blocks, variances, lower: bool, grad_out: torch.Tensor, needs):
     """Gradients of :func:`_compiled_forward`: one per block (None where ``needs`` is false) and the variances'."""
     g, v = _numpy(grad_out), _numpy(variances, grad_out.dtype)
-    grad_var, grads, row0 = np.zeros_like(v), [], 0
+    # float64 sums whatever the dtype: a float32 total of n² terms would keep few digits
+    grad_var, grads, row0 = np.zeros(v.shape, dtype=np.float64), [], 0
     for block, need in zip(blocks, needs):
         b = _numpy(block)
         grad = np.empty_like(b) if need else np.empty((1, 1, 1), dtype=b.dtype)
@@ -317,6 +320,9 @@ def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optio
     -------
     torch.Tensor of shape base.shape[1:]
     """
+    constant = _order_zero_only(order_variances, base.shape[1:], base)
+    if constant is not None:
+        return constant
     if chunk is None:
         passes = base.shape[0] * max(order_variances.numel() - 1, 1)
         chunk = _CHUNK if base.device.type == "cpu" else max(_CHUNK, _GPU_PREFIX_ENTRIES // passes)
@@ -349,7 +355,20 @@ def symmetric_additive_sum(base, order_variances: torch.Tensor, chunk: Optional[
             raise ValueError(f"Row blocks of a symmetric base must be (D, R1 - R0, R1) for consecutive rows "
                              f"R0..R1; got {tuple(block.shape)} for rows from {row0}.")
         row0 = block.shape[-1]
+    constant = _order_zero_only(order_variances, (row0, row0), blocks[0])
+    if constant is not None:
+        return constant
     return _SymmetricAdditiveSum.apply(order_variances, int(chunk or _CHUNK), *blocks)
+
+
+def _order_zero_only(order_variances: torch.Tensor, shape, like: torch.Tensor):
+    """The sum when it has no order above 0 (R = 0): the constant :math:`\sigma_0^2` (no base
+    gradient); None otherwise. Refuses an empty ``order_variances``."""
+    if order_variances.dim() != 1 or order_variances.numel() < 1:
+        raise ValueError(f"order_variances must have shape (R + 1,) with R >= 0, got {tuple(order_variances.shape)}.")
+    if order_variances.numel() > 1:
+        return None
+    return order_variances.to(like)[0].expand(shape).clone()
 
 
 def _get_order_variances(module):
