@@ -60,6 +60,7 @@ def test_restore_from_an_older_report_reads_the_commands_of_report_md(tiny_proto
     (report / "runs.csv").unlink()
     fresh = tmp_path / "fresh.sqlite"
     assert restore_store("tiny", report, fresh) == {"tasks": 2, "kept": 0, "runs": 1}
+    assert restore_store("tiny", report, fresh) == {"tasks": 0, "kept": 2, "runs": 0}  # commands without times
     with ResultStore(fresh) as store:
         assert list(store.runs("tiny")["command"]) == ["hdgp bench run tiny --workers 0"]
 
@@ -99,8 +100,11 @@ def test_restore_then_report_regenerates_the_committed_folder(tiny_protocol, pro
     again = tmp_path / "again"
     make_report(path, db=fresh, out_dir=again, plots=False)
     def body(folder):
-        return [line for line in (folder / "report.md").read_text().splitlines() if not line.startswith("Tasks in store")]
+        return [line for line in (folder / "report.md").read_text().splitlines()
+                if not line.startswith(("Tasks in store", "hdgp bench report"))]
     assert body(again) == body(report)
+    # the report's own command names the database and folder it was made from and to
+    assert f"hdgp bench report tiny --db {db} --out {report}" in (report / "report.md").read_text().splitlines()
     assert any(line.startswith("Code of the rows (hdgp_git): ") for line in body(report))
 
 

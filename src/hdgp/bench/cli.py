@@ -186,7 +186,8 @@ def report_cmd(protocol, db, out_dir, reference_dir, no_plots):
     try:
         with warnings.catch_warnings(record=True) as caught:  # shown as notes, not as source lines
             warnings.simplefilter("always")
-            paths = make_report(protocol, db=db, out_dir=out_dir, reference_dir=reference_dir, plots=not no_plots)
+            paths = make_report(protocol, db=db, out_dir=out_dir, reference_dir=reference_dir, plots=not no_plots,
+                                command=_command_line())
     except (ValueError, FileNotFoundError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
     for message in dict.fromkeys(str(w.message) for w in caught):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import shlex
 import warnings
 from pathlib import Path
 
@@ -137,7 +138,7 @@ def _code_versions(versions: pd.Series) -> str:
     return "Code of the rows (hdgp_git): " + "; ".join(parts) + "."
 
 
-def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
+def _header(proto, runs: pd.DataFrame, results: pd.DataFrame, command: str) -> list[str]:
     lines = [f"# Benchmark report: `{proto.name}`", "", proto.description, ""]
     commands = []
     for run in ([] if runs.empty else runs.to_dict("records")):
@@ -148,7 +149,7 @@ def _header(proto, runs: pd.DataFrame, results: pd.DataFrame) -> list[str]:
     if commands:
         lines += ["Produced by (each `bench run` on this results database that ran tasks, in order):", "", "```"]
         lines += list(dict.fromkeys(commands))
-        lines += [f"hdgp bench report {proto.name}", "```", ""]
+        lines += [command, "```", ""]
     latest = results.sort_values("finished_at", kind="stable") if "finished_at" in results else results
     on_gpu = (latest["device"].fillna("cpu").ne("cpu") & latest["status"].eq("done") if "device" in latest
               else pd.Series(False, latest.index))  # as the cost table counts them
@@ -206,12 +207,13 @@ def _refuse_to_drop_tasks(tasks_csv: Path, results: pd.DataFrame, protocol: str,
     if lost:
         raise ValueError(
             f"{str(tasks_csv)!r} holds {len(lost)} task(s) that {str(db)!r} lacks (e.g. {lost[0]}); writing the "
-            f"report there would drop them. Run `hdgp bench restore {protocol}` first (it adds them to the "
-            "database), or write this report elsewhere with --out."
+            f"report there would drop them. Run `hdgp bench restore {protocol} --from {tasks_csv.parent} --db {db}` "
+            "first (it adds them to the database), or write this report elsewhere with --out."
         )
 
 
-def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=None, plots: bool = True) -> dict:
+def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=None, plots: bool = True,
+                command: str | None = None) -> dict:
     """Write ``report.md``, ``summary.csv``, ``tasks.csv``, ``runs.csv`` and PNG plots for ``protocol``.
 
     Parameters
@@ -226,6 +228,9 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     data_dir : path, optional
         Benchmark data folder, used to find ``../reference`` when nothing else is given.
     plots : bool, default=True
+    command : str, optional
+        The command line that made the report, for its list of commands (default:
+        ``hdgp bench report PROTOCOL`` with ``--db`` and ``--out`` where they are given).
 
     Returns
     -------
@@ -239,6 +244,9 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         (restore them first).
     """
     proto = get_protocol(protocol)
+    if command is None:
+        command = shlex.join(["hdgp", "bench", "report", proto.name, *(["--db", str(db)] if db is not None else []),
+                              *(["--out", str(out_dir)] if out_dir is not None else [])])
     db = Path(db) if db is not None else default_db_path(proto.name)
     out = Path(out_dir) if out_dir is not None else default_report_dir(proto.name)
     with ResultStore(db) as store:
@@ -260,7 +268,7 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     model_order = [m.label for m in proto.models]
     dataset_order = [d.name for d in proto.datasets]
     cmp = _in_protocol_order(cmp, dataset_order, model_order)
-    lines = _header(proto, runs, results)
+    lines = _header(proto, runs, results, command)
     if proto.references and reference.empty:
         missing = "Paper numbers not found: set HDGP_REFERENCE_DIR (or HDGP_DATA_DIR beside `reference/`)."
         # a report regenerated without them loses its paper column: say so where it is run, not only in the file

@@ -110,11 +110,14 @@ def _run_records(folder: Path) -> list[dict]:
 
 
 def _instant(value):
-    """A start time as a float (stores hold floats; a CSV may give text), or None."""
+    """A start time as a float (stores hold floats; a CSV may give text), or None, also for a missing
+    one (NaN, which equals nothing: such runs, from reports that kept only commands, were logged again
+    at every restore)."""
     try:
-        return round(float(value), 3)
+        value = float(value)
     except (TypeError, ValueError):
         return None
+    return None if math.isnan(value) else round(value, 3)
 
 
 def restore_store(protocol: str, folder, db) -> dict:

@@ -48,8 +48,9 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     n_projections : int or None, default=20
         Number of sub-kernels :math:`J` (None when ``degree`` lists groups).
     degree : int or sequence of (count, degree) pairs, default=1
-        Sub-kernel degrees :math:`D_j`, e.g. ``[(4, 1), (4, 2), (4, 3)]`` for RPA-GP-2.
-        Each must be at most the number of features.
+        Sub-kernel degrees :math:`D_j`, e.g. ``[(4, 1), (4, 2), (4, 3)]`` for RPA-GP-2. Random
+        directions of a degree above the number of features warn (the paper ran RPA-GP-3 so on
+        small sets); diverse directions are one-dimensional.
     directions : {"diverse", "random"}, default="diverse"
         ``"random"``: Gaussian entries :math:`N(0, 1/D_j)` (RPA, eq. 4);
         ``"diverse"``: unit directions minimising eq. (7), orthonormal when
