@@ -223,7 +223,7 @@ def test_input_gradient_of_k_of_x_is_the_full_sums(monkeypatch):
     for threshold, block in ((1, None), (1, 100), (10**9, None)):
         monkeypatch.setattr(module, "_SYMMETRIC_MIN_N", threshold)
         if block is not None:
-            monkeypatch.setattr(module, "_base_block", lambda n: block)
+            monkeypatch.setattr(module, "_base_block", lambda n, calls: block)
         z = Z.clone().requires_grad_(True)
         grads.append(torch.autograd.grad((kern(z).to_dense() * weight).sum(), z)[0])
     for g in grads[:2]:

@@ -258,10 +258,12 @@ def _tiles(blocks, chunk: int):
         row0 = row1
 
 
-def _base_block(n: int) -> int:
+def _base_block(n: int, calls: int = 1) -> int:
     """Entries per row block of k(X, X)'s base matrices: about :data:`_BASE_BLOCKS` blocks, none
-    smaller than a tile of the sum."""
-    return max(_CHUNK, n * n // (2 * _BASE_BLOCKS))
+    smaller than a tile of the sum per kernel the base calls (a stack of ``calls`` feature groups
+    pays each group's fixed cost in every block: 20 categorical groups, n = 400, made the blocks
+    1.3x slower than one whole matrix)."""
+    return max(_CHUNK * calls, n * n // (2 * _BASE_BLOCKS))
 
 
 def _as_rows(base: torch.Tensor) -> torch.Tensor:
@@ -548,7 +550,9 @@ class AdditiveKernel(Kernel):
         if not diag and x1 is x2 and x1.dim() == 2 and x1.device.type == "cpu" and x1.shape[0] >= _SYMMETRIC_MIN_N:
             # k(X) (GPyTorch passes X twice): base kernels and sum on the lower triangle, half the passes
             n = x1.shape[0]
-            blocks = [self.base_matrices(x1[r0:r1], x1[:r1]) for r0, r1 in _row_blocks(0, n, _base_block(n))]
+            calls = len(getattr(self.base_kernel, "kernels", ()))  # FeatureStackKernel: one kernel per group
+            blocks = [self.base_matrices(x1[r0:r1], x1[:r1])
+                      for r0, r1 in _row_blocks(0, n, _base_block(n, max(calls, 1)))]
             return symmetric_additive_sum(blocks, self.order_variances.to(blocks[0]))
         base = self.base_matrices(x1, x2, diag=diag)
         variances = self.order_variances.to(base)
