@@ -129,7 +129,8 @@ class _AdditiveSum(torch.autograd.Function):
     :math:`\partial L/\partial k_i = \sum_r a_r\, e_{r-1}^{(i-1)}` and
     :math:`a_r \leftarrow a_r + k_i a_{r+1}`. The prefix polynomials
     :math:`e^{(i-1)}` are recomputed tile by tile (``chunk`` elements), so the extra
-    storage is :math:`D R` tiles, never :math:`D R` full matrices.
+    storage is :math:`D R` tiles, never :math:`D R` full matrices. On the CPU both passes run as
+    compiled loops instead (:mod:`._compiled`), the same recurrences over short runs of entries.
     """
 
     @staticmethod
@@ -314,9 +315,9 @@ def additive_sum(base: torch.Tensor, order_variances: torch.Tensor, chunk: Optio
     order_variances : torch.Tensor of shape (R + 1,)
         :math:`\sigma_0^2, \dots, \sigma_R^2`.
     chunk : int, optional
-        Number of elements processed together (tuning / tests). Default :data:`_CHUNK`
-        on the CPU; on a GPU as many as keep the backward's prefix buffer at
-        :data:`_GPU_PREFIX_ENTRIES`.
+        Elements processed together by the tensor tiles (tuning / tests; the compiled CPU
+        loops need none). Default :data:`_CHUNK`; on a GPU as many as keep the backward's
+        prefix buffer at :data:`_GPU_PREFIX_ENTRIES`.
 
     Returns
     -------
@@ -344,7 +345,7 @@ def symmetric_additive_sum(base, order_variances: torch.Tensor, chunk: Optional[
         evaluate the upper one). Only entries left of and inside the diagonal tiles are read.
     order_variances : torch.Tensor of shape (R + 1,)
     chunk : int, optional
-        Entries per tile (default :data:`_CHUNK`).
+        Entries per tile of the tensor tiles (default :data:`_CHUNK`; the compiled CPU loops need none).
 
     Returns
     -------
