@@ -465,3 +465,16 @@ def test_a_feature_switched_off_by_a_huge_lengthscale_has_finite_zero_sobol_inte
         K = k.forward(x, x).detach()
         assert torch.isfinite(L).all() and torch.isfinite(K).all()
         assert L.abs().max() < (1e-5 if ls == 1e3 else 1e-12) and K.abs().max() < (1e-5 if ls == 1e3 else 1e-12)
+
+
+def test_equal_length_scale_overlap_is_the_general_gaussian_overlap():
+    """The Sobol integrals' (D, n, m) term: the two-buffer closed form for p = q = ℓ² equals the general one."""
+    from hdgp.kernels.orthogonal_kernel import _gauss_overlap, _se_overlap_matrix
+
+    g = torch.Generator().manual_seed(5)
+    x1 = torch.randn(3, 6, 1, generator=g, dtype=torch.float64)
+    x2 = torch.randn(3, 4, 1, generator=g, dtype=torch.float64)
+    l2 = torch.rand(3, 1, 1, generator=g, dtype=torch.float64) + 0.2
+    mu, var = torch.randn(3, 1, 1, generator=g, dtype=torch.float64), torch.tensor([0.0, 0.5, 3.0]).reshape(3, 1, 1)
+    torch.testing.assert_close(_se_overlap_matrix(mu, var.double(), x1, x2, l2),
+                               _gauss_overlap(mu, var.double(), x1, l2, x2.transpose(-1, -2), l2), rtol=1e-13, atol=0)
