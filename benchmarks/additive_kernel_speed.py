@@ -122,7 +122,8 @@ def main(argv=None):
     results["speedup_fwd_bwd_triangle"] = results["naive_fwd_bwd_s"] / results["hdgp_triangle_fwd_bwd_s"]
     results["speedup_compiled_vs_tensor_triangle"] = (results["hdgp_tensor_triangle_fwd_bwd_s"]
                                                       / results["hdgp_triangle_fwd_bwd_s"])
-    results["speedup_kernel_lower_blocks"] = results["kernel_whole_fwd_bwd_s"] / results["kernel_lower_blocks_fwd_bwd_s"]
+    results["speedup_kernel_lower_blocks"] = (results["kernel_whole_fwd_bwd_s"]
+                                              / results["kernel_lower_blocks_fwd_bwd_s"])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2))
     print(json.dumps(results, indent=2))
