@@ -38,10 +38,14 @@ ENABLED = True
 #: Entries per run: D·R·_RUN prefix values stay in L1/L2 (R = D = 13: 86 kB in float64).
 _RUN = 64
 
+
 def _jit(function):
     """``numba.njit`` with an on-disk cache, or without one where Numba finds no writable place for
-    it (a read-only installation and home folder): then it compiles again in every process."""
-    options = dict(fastmath=True, error_model="numpy", nogil=True)
+    it (a read-only installation and home folder): then it compiles again in every process.
+
+    Of the fast-math licences only reassociation (which lets LLVM vectorise the reductions) and
+    fused multiply-adds: NaN and infinities keep IEEE meaning, as in the tensor code."""
+    options = dict(fastmath={"reassoc", "contract"}, error_model="numpy", nogil=True)
     try:
         return njit(cache=True, **options)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
