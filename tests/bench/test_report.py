@@ -109,6 +109,23 @@ def test_report_without_the_reference_folder_warns(tiny_protocol, protocol_file,
     assert "*Paper numbers not found" in paths["markdown"].read_text()
 
 
+def test_report_without_the_reference_folder_keeps_a_report_with_paper_numbers(
+        tiny_protocol, protocol_file, reference_folder, tmp_path, monkeypatch):
+    """The committed report, regenerated on a machine without the papers' CSVs, would lose its paper column."""
+    monkeypatch.delenv("HDGP_REFERENCE_DIR", raising=False)
+    monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
+    path = _protocol(tiny_protocol, protocol_file)
+    db = tmp_path / "r.sqlite"
+    with ResultStore(db, writer=True) as store:
+        _fake(store, "bach", "Linear", [0.5, 0.6])
+    make_report(path, db=db, out_dir=tmp_path / "out", reference_dir=reference_folder, plots=False)
+    before = (tmp_path / "out" / "report.md").read_text()
+    with pytest.raises(ValueError, match="holds a report with the papers' numbers"):
+        make_report(path, db=db, out_dir=tmp_path / "out", plots=False)
+    assert (tmp_path / "out" / "report.md").read_text() == before
+    make_report(path, db=db, out_dir=tmp_path / "elsewhere", plots=False)  # another folder: a report without them
+
+
 def test_the_cost_table_shows_the_device_once_a_task_ran_on_a_gpu(tiny_protocol, protocol_file, tmp_path):
     path = str(protocol_file(tiny_protocol(models=[{"label": "Linear", "preset": "Linear"},
                                                    {"label": "GAM", "preset": "GAM"}])))

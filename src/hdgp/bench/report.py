@@ -212,6 +212,21 @@ def _refuse_to_drop_tasks(tasks_csv: Path, results: pd.DataFrame, protocol: str,
         )
 
 
+def _refuse_to_drop_paper_numbers(summary_csv: Path) -> None:
+    """Raise when the report in place shows paper numbers that this one, made without the
+    reference folder, would lose (e.g. the committed report, rewritten on a machine without it)."""
+    try:
+        shown = pd.read_csv(summary_csv, usecols=["paper_mean"])["paper_mean"].notna().any()
+    except (FileNotFoundError, ValueError, pd.errors.ParserError):  # nothing of ours there
+        return
+    if shown:
+        raise ValueError(
+            f"{str(summary_csv.parent)!r} holds a report with the papers' numbers, and they were not found "
+            "here: set HDGP_REFERENCE_DIR (or --reference-dir) to the folder of the papers' CSVs, or write "
+            "this report elsewhere with --out."
+        )
+
+
 def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=None, plots: bool = True,
                 command: str | None = None) -> dict:
     """Write ``report.md``, ``summary.csv``, ``tasks.csv``, ``runs.csv`` and PNG plots for ``protocol``.
@@ -263,6 +278,8 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
     except FileNotFoundError as exc:
         warnings.warn(f"Paper numbers not shown: {exc}", HDGPWarning, stacklevel=2)
         reference = empty_reference()
+    if proto.references and reference.empty:
+        _refuse_to_drop_paper_numbers(out / "summary.csv")
     metrics = sorted({c[len("metric_"):] for c in results.columns if c.startswith("metric_")})
     cmp = compare(aggregate(results, metrics), reference)
     model_order = [m.label for m in proto.models]
