@@ -60,7 +60,6 @@ def test_restore_from_an_older_report_reads_the_commands_of_report_md(tiny_proto
     (report / "runs.csv").unlink()
     fresh = tmp_path / "fresh.sqlite"
     assert restore_store("tiny", report, fresh) == {"tasks": 2, "kept": 0, "runs": 1}
-    assert restore_store("tiny", report, fresh) == {"tasks": 0, "kept": 2, "runs": 0}  # commands without times
     with ResultStore(fresh) as store:
         assert list(store.runs("tiny")["command"]) == ["hdgp bench run tiny --workers 0"]
 
@@ -158,3 +157,22 @@ def test_a_row_without_a_recorded_version_stays_unknown(tiny_protocol, protocol_
     again = tmp_path / "again"
     make_report(path, db=fresh, out_dir=again, plots=False)
     assert "unknown: 1 task(s)" in (again / "report.md").read_text()
+
+
+def test_restoring_twice_adds_no_run_without_a_start_time(tiny_protocol, protocol_file, tmp_path):
+    """runs.csv rows of runs restored from older folders have no start time (an empty cell, read as NaN,
+    which equals nothing): every restore logged them again."""
+    path = str(protocol_file(tiny_protocol()))
+    db = tmp_path / "r.sqlite"
+    run_protocol(path, workers=0, db=db, progress=False, splits=[0], command="hdgp bench run tiny --splits 0")
+    run_protocol(path, workers=0, db=db, progress=False, splits=[1], command="hdgp bench run tiny --splits 1")
+    report = tmp_path / "report"
+    make_report(path, db=db, out_dir=report, plots=False)
+    runs = pd.read_csv(report / "runs.csv")
+    runs.loc[0, ["started_at", "finished_at"]] = np.nan  # the first from an older folder, the second timed
+    runs.to_csv(report / "runs.csv", index=False)
+    fresh = tmp_path / "fresh.sqlite"
+    assert restore_store("tiny", report, fresh)["runs"] == 2
+    assert restore_store("tiny", report, fresh)["runs"] == 0
+    with ResultStore(fresh) as store:
+        assert list(store.runs("tiny")["command"]) == [f"hdgp bench run tiny --splits {s}" for s in (0, 1)]
