@@ -95,29 +95,31 @@ def test_report_without_results_says_how_to_get_them(tiny_protocol, protocol_fil
         make_report(path, db=tmp_path / "empty.sqlite", out_dir=tmp_path / "out")
 
 
-def test_report_without_the_reference_folder_warns(tiny_protocol, protocol_file, tmp_path, monkeypatch):
-    from hdgp.exceptions import HDGPWarning
-
+@pytest.fixture
+def without_reference(tiny_protocol, protocol_file, tmp_path, monkeypatch):
+    """(protocol path, results db) of a protocol with paper numbers, where none can be found."""
     monkeypatch.delenv("HDGP_REFERENCE_DIR", raising=False)
     monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
     path = _protocol(tiny_protocol, protocol_file)
     db = tmp_path / "r.sqlite"
     with ResultStore(db, writer=True) as store:
         _fake(store, "bach", "Linear", [0.5, 0.6])
+    return path, db
+
+
+def test_report_without_the_reference_folder_warns(without_reference, tmp_path):
+    from hdgp.exceptions import HDGPWarning
+
+    path, db = without_reference
     with pytest.warns(HDGPWarning, match="Paper numbers not found.*no paper column"):
         paths = make_report(path, db=db, out_dir=tmp_path / "out", plots=False)
     assert "*Paper numbers not found" in paths["markdown"].read_text()
 
 
-def test_report_without_the_reference_folder_keeps_a_report_with_paper_numbers(
-        tiny_protocol, protocol_file, reference_folder, tmp_path, monkeypatch):
+def test_report_without_the_reference_folder_keeps_a_report_with_paper_numbers(without_reference, reference_folder,
+                                                                                 tmp_path):
     """The committed report, regenerated on a machine without the papers' CSVs, would lose its paper column."""
-    monkeypatch.delenv("HDGP_REFERENCE_DIR", raising=False)
-    monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
-    path = _protocol(tiny_protocol, protocol_file)
-    db = tmp_path / "r.sqlite"
-    with ResultStore(db, writer=True) as store:
-        _fake(store, "bach", "Linear", [0.5, 0.6])
+    path, db = without_reference
     make_report(path, db=db, out_dir=tmp_path / "out", reference_dir=reference_folder, plots=False)
     before = (tmp_path / "out" / "report.md").read_text()
     with pytest.raises(ValueError, match="holds a report with the papers' numbers"):
