@@ -30,7 +30,7 @@ import numpy as np
 import torch
 from numba import njit
 
-__all__ = ["ENABLED", "rows_backward", "rows_forward", "se_outer_backward", "use_compiled"]
+__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_outer_backward", "use_compiled"]
 
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
 ENABLED = True
@@ -57,6 +57,11 @@ def use_compiled(t) -> bool:
     Numba compiles (``NUMBA_DISABLE_JIT=1`` would run the loops as Python, ~100x slower than tensors)."""
     return (ENABLED and not numba.config.DISABLE_JIT and t.device.type == "cpu"
             and t.dtype in (torch.float32, torch.float64))
+
+
+def as_array(t: torch.Tensor, dtype: torch.dtype | None = None) -> np.ndarray:
+    """A C-contiguous NumPy view (or copy) of ``t``'s values, in ``dtype``, for the loops below."""
+    return t.detach().to(dtype or t.dtype).contiguous().numpy()
 
 
 @_jit

@@ -27,7 +27,7 @@ from linear_operator import to_dense
 from ..exceptions import CostWarning
 from . import log_positive
 from ._autograd import refuse_double_backward
-from ._compiled import rows_backward, rows_forward, use_compiled
+from ._compiled import as_array, rows_backward, rows_forward, use_compiled
 
 __all__ = ["AdditiveKernel", "additive_sum", "elementary_symmetric", "symmetric_additive_sum"]
 
@@ -274,26 +274,22 @@ def _as_rows(base: torch.Tensor) -> torch.Tensor:
     return base.reshape(base.shape[0], 1, math.prod(base.shape[1:]))
 
 
-def _numpy(t: torch.Tensor, dtype: Optional[torch.dtype] = None) -> np.ndarray:
-    return t.detach().to(dtype or t.dtype).contiguous().numpy()
-
-
 def _compiled_forward(blocks, variances, lower: bool, out: torch.Tensor) -> torch.Tensor:
     """Fill ``out`` from consecutive row blocks ``(D, rows, cols)`` (:func:`._compiled.rows_forward`)."""
-    v, row0 = _numpy(variances, out.dtype), 0
+    v, row0 = as_array(variances, out.dtype), 0
     for block in blocks:
-        rows_forward(_numpy(block), row0, lower, v, out.numpy())
+        rows_forward(as_array(block), row0, lower, v, out.numpy())
         row0 += block.shape[1]
     return out
 
 
 def _compiled_backward(blocks, variances, lower: bool, grad_out: torch.Tensor, needs):
     """Gradients of :func:`_compiled_forward`: one per block (None where ``needs`` is false) and the variances'."""
-    g, v = _numpy(grad_out), _numpy(variances, grad_out.dtype)
+    g, v = as_array(grad_out), as_array(variances, grad_out.dtype)
     # float64 sums whatever the dtype: a float32 total of n² terms would keep few digits
     grad_var, grads, row0 = np.zeros(v.shape, dtype=np.float64), [], 0
     for block, need in zip(blocks, needs):
-        b = _numpy(block)
+        b = as_array(block)
         grad = np.empty_like(b) if need else np.empty((1, 1, 1), dtype=b.dtype)
         rows_backward(b, row0, lower, v, g, bool(need), grad, grad_var)
         grads.append(torch.from_numpy(grad) if need else None)

@@ -15,7 +15,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from . import log_positive
-from ._compiled import se_outer_backward, use_compiled
+from ._compiled import as_array, se_outer_backward, use_compiled
 from ._elementwise import exp_
 from .ard_kernel import _centred
 
@@ -92,7 +92,7 @@ def _compiled_reductions(K, G, a0, b0, u, v):
     column sums of :math:`W`, :math:`Wb`, :math:`W^\top a` (shaped like ``a0``, ``b0``) and
     :math:`-Gv`, :math:`-G^\top u` (shaped like ``u``, ``v``; None without them)."""
     n, m = K.shape[-2:]
-    flat = lambda t, size: t.detach().to(K.dtype).reshape(-1, size).contiguous().numpy()  # noqa: E731
+    flat = lambda t, size: as_array(t.reshape(-1, size), K.dtype)  # noqa: E731
     Kf, Gf = flat(K, n * m).reshape(-1, n, m), flat(G.expand(K.shape), n * m).reshape(-1, n, m)
     af, bf = flat(a0, n), flat(b0, m)
     has_outer = u is not None
