@@ -28,6 +28,20 @@ def test_round_trip_and_attempts(tmp_path):
     assert sqlite3.connect(db).execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
+def test_a_result_and_its_run_count_commit_together(tmp_path):
+    """The run's done/failed counters move in the result's own transaction: a row the database
+    refuses leaves them where they were, so a killed run never lists a row it did not write."""
+    with ResultStore(tmp_path / "r.sqlite", writer=True) as store:
+        run_id = store.log_run("p", "cmd", 0.0, None, 3, 0, 0, 0, {}, {})
+        store.write(_record(0), run_id=run_id)
+        store.write(_record(1, status="failed", error="ValueError: boom"), run_id=run_id)
+        with pytest.raises(StoreError, match="Could not write"):
+            store.write(_record(2, status="unknown"), run_id=run_id)  # violates the status CHECK
+        run = store.runs("p").iloc[-1]
+        assert (run.done, run.failed) == (1, 1)
+        assert set(store.status("p")) == {("d", "m", 0, 0), ("d", "m", 1, 0)}
+
+
 def test_second_writer_is_refused_with_a_clear_error(tmp_path):
     db = tmp_path / "r.sqlite"
     with ResultStore(db, writer=True):

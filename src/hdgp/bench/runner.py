@@ -425,14 +425,12 @@ def run_protocol(protocol, *, datasets=None, models=None, splits=None, seeds=Non
 
         def on_result(record: dict) -> None:
             record.setdefault("machine", machine_description())
-            store.write(record)
+            # the run's record counts its tasks as they arrive, so a run that is killed still lists them
+            store.write(record, run_id=run_id)
             if record.get("status") == "done":
                 summary.done += 1
             else:
                 summary.failed += 1
-            # the run's record counts its tasks as they arrive, so a run that is killed still lists them
-            store.log_run(proto.name, command, started, None, len(tasks), summary.skipped, summary.done,
-                          summary.failed, library_versions(), machine_description(), run_id=run_id)
             bar.set_postfix(done=summary.done, failed=summary.failed,
                             remaining=len(pending) - summary.ran, refresh=False)
             bar.update(1)

@@ -135,11 +135,13 @@ class ResultStore:
         self.close()
 
     # ---------------------------------------------------------------- writes
-    def write(self, record: dict, attempts: int | None = None) -> None:
+    def write(self, record: dict, attempts: int | None = None, run_id: int | None = None) -> None:
         """Insert or replace one task's result and commit at once.
 
         A task already in the store (failed, or re-run) has its ``attempts`` incremented, unless
-        ``attempts`` gives the count (a task restored from a report keeps its own).
+        ``attempts`` gives the count (a task restored from a report keeps its own). Given ``run_id``
+        (from :meth:`log_run`), that run's ``done`` or ``failed`` count goes up by one in the same
+        transaction, so a run killed at any moment lists exactly the rows it wrote.
         """
         if not self.writer:
             raise StoreError("This ResultStore was opened read-only; open it with writer=True to record results.")
@@ -156,6 +158,9 @@ class ResultStore:
                 cols = ", ".join(row)
                 marks = ", ".join("?" for _ in row)
                 self._conn.execute(f"INSERT OR REPLACE INTO results ({cols}) VALUES ({marks})", tuple(row.values()))
+                if run_id is not None:
+                    counter = "done" if row["status"] == "done" else "failed"
+                    self._conn.execute(f"UPDATE runs SET {counter} = {counter} + 1 WHERE id=?", (run_id,))
         except sqlite3.DatabaseError as exc:
             raise StoreError(f"Could not write to results database {str(self.path)!r}: {exc}") from exc
 
