@@ -138,11 +138,11 @@ def test_disk_full_during_a_benchmark_run_stops_cleanly_and_resumes(tmp_path, mo
     real_write = ResultStore.write
     count = {"n": 0}
 
-    def filling_up(self, record):
+    def filling_up(self, record, **kwargs):
         count["n"] += 1
         if count["n"] == 4:
             raise StoreError(f"Could not write to results database {str(self.path)!r}: database or disk is full")
-        return real_write(self, record)
+        return real_write(self, record, **kwargs)
 
     monkeypatch.setattr(ResultStore, "write", filling_up)
     with warnings.catch_warnings():
@@ -154,6 +154,8 @@ def test_disk_full_during_a_benchmark_run_stops_cleanly_and_resumes(tmp_path, mo
     with ResultStore(db) as store:
         kept = store.frame("tiny")
     assert len(kept) == 3 and (kept.status == "done").all()
+    with ResultStore(db) as store:  # the stopped run lists exactly the rows it wrote
+        assert store.runs("tiny").iloc[-1].done == 3
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         summary = run_protocol(path, workers=0, db=db, progress=False)  # resumes: only the missing tasks
