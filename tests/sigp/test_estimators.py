@@ -410,3 +410,73 @@ def test_candidates_missing_a_fold_are_not_scored():
     best, scores, _ = cross_validate(X, Y, folds, _cv_responses, _neg_mse, **grid, **CV_OPTIONS)
     assert [dict(k)["rank"] for k in scores] == [2]
     assert best["rank"] == 2
+
+
+def test_cv_accepts_an_iterable_of_train_test_splits():
+    """As scikit-learn's ``check_cv``: a list (or generator) of (train, test) index arrays is a valid cv
+    (it was refused: "cv must be an integer >= 2 or a scikit-learn cross-validation splitter")."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    X, y = _regression(n=60)
+    kw = dict(rank=2, lengthscale=[1.0, 3.0], eta=[1e-4, 1e-2])
+    ref = SIGPRegressor(cv=KFold(3), **kw).fit(X, y)
+    as_list = SIGPRegressor(cv=list(KFold(3).split(X)), **kw).fit(X, y)
+    as_generator = SIGPRegressor(cv=KFold(3).split(X), **kw).fit(X, y)
+    assert as_list.cv_scores_ == ref.cv_scores_ == as_generator.cv_scores_
+    labels = (y > np.median(y)).astype(int)
+    clf = SIGPClassifier(cv=list(StratifiedKFold(3).split(X, labels)), **kw).fit(X, labels)
+    assert clf.temperature_source_ == "cross-validation"
+    with pytest.raises(ValueError, match=r"cv=\[\] gave no cross-validation folds"):
+        SIGPRegressor(cv=[], **kw).fit(X, y)
+
+
+def test_fixed_hyper_parameters_fit_fewer_rows_than_cv_folds_uncalibrated():
+    """Fixed hyper-parameters need no CV; with ``calibrate_variance`` (the default) and fewer rows than
+    ``cv`` the fit stopped ("5-fold cross-validation needs at least 5 samples") where 5 rows only warned."""
+    X, y = _regression(n=4)
+    with pytest.warns(NumericalWarning, match=r"not calibrated.*no cross-validation folds.*needs at least 5"):
+        model = SIGPRegressor(**{**FIXED, "rank": 1}).fit(X, y)
+    assert model.variance_scale_ == 1.0 and np.isfinite(model.predict(X, return_std=True)[1]).all()
+
+
+def test_sliced_cross_validation_folds_with_fewer_values_than_slices():
+    """A training fold holding fewer distinct targets than n_slices (7 of 10 on sorted data) stopped the
+    fit with "The target has 7 distinct values" (the target has 10), or with fixed hyper-parameters left
+    the variance uncalibrated with a warning blaming the rank."""
+    rng = np.random.default_rng(0)
+    X = np.sort(rng.normal(size=(90, 2)), axis=0)
+    y = np.repeat(np.arange(10.0), 9)
+    kw = dict(subspace="slicing", n_slices=10, cv=3)
+    model = SIGPRegressor(rank=[1, 2], lengthscale=1.0, eta=1e-3, **kw).fit(X, y)
+    assert model.best_params_["response"] == "slices" and len(model.cv_scores_) == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        model = SIGPRegressor(rank=2, lengthscale=1.0, eta=1e-3, **kw).fit(X, y)
+    assert model.variance_scale_ != 1.0
+
+
+def test_rank_above_max_kernel_rank_names_the_cap():
+    """It was blamed on the kernel's numerical rank ("lower `rank` or the length-scale")."""
+    X, y = _regression(n=40)
+    with pytest.raises(ValueError, match="rank=5 exceeds max_kernel_rank=3"):
+        SIGPRegressor(rank=5, lengthscale=2.0, eta=1e-3, max_kernel_rank=3).fit(X, y)
+
+
+def test_decision_function_agrees_with_predict_under_class_weight():
+    """scikit-learn's convention: predict is classes_[decision_function > 0] (binary) or its arg-max.
+    With class_weight="balanced" the unshifted latent means disagreed with predict on 10 % of the rows."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 2))
+    X_new = rng.normal(size=(2000, 2))
+    binary = (X[:, 0] + 0.5 * rng.normal(size=200) > 1.0).astype(int)  # 14 % positive
+    three = np.digitize(X[:, 0] + 0.3 * rng.normal(size=200), [0.0, 1.2])
+    for y in (binary, three):
+        for weight in (None, "balanced"):
+            clf = SIGPClassifier(rank=2, lengthscale=1.0, eta=1e-3, class_weight=weight).fit(X, y)
+            scores = clf.decision_function(X_new)
+            winner = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(1)
+            np.testing.assert_array_equal(clf.classes_[winner], clf.predict(X_new))
+            a = clf.temperature_
+            logits = np.c_[-a * scores, a * scores] if scores.ndim == 1 else a * scores
+            proba = np.exp(logits - logits.max(1, keepdims=True))
+            np.testing.assert_allclose(proba / proba.sum(1, keepdims=True), clf.predict_proba(X_new), atol=1e-12)

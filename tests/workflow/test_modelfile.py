@@ -506,3 +506,46 @@ def test_numpy_scalars_keep_their_dtype():
     assert type(back["a"]) is np.float32 and back["a"] == np.float32(0.1)
     assert type(back["b"]) is np.int16 and back["b"] == -3
     assert type(back["c"]) is np.bool_
+
+
+@pytest.mark.parametrize("cv", ["KFold", "RepeatedKFold", "PredefinedSplit", "LeaveOneOut"])
+def test_scikit_learn_splitter_and_random_state_parameters_round_trip(tmp_path, cv):
+    """A scikit-learn splitter as ``cv`` and a RandomState as ``random_state`` are documented parameter
+    values; saving refused them ("... has type sklearn.model_selection._split.KFold, which hdgp model files
+    cannot store")."""
+    from sklearn import model_selection
+
+    splitter = {"KFold": model_selection.KFold(3, shuffle=True, random_state=0),
+                "RepeatedKFold": model_selection.RepeatedKFold(n_splits=3, n_repeats=2, random_state=1),
+                "PredefinedSplit": model_selection.PredefinedSplit(np.arange(len(Y)) % 3),
+                "LeaveOneOut": model_selection.LeaveOneOut()}[cv]
+    state = np.random.RandomState(4)
+    state.normal()  # not at its seed: the stream position is kept
+    est = hdgp.SIGPRegressor(**FAMILIES["SIGP"], cv=splitter, random_state=state).fit(X, Y)
+    back = hdgp.load(hdgp.save(est, tmp_path / "m.hdgp"))
+    assert type(back.cv) is type(splitter) and repr(back.cv) == repr(splitter)
+    assert [t.tolist() for t, _ in back.cv.split(X, Y)] == [t.tolist() for t, _ in splitter.split(X, Y)]
+    assert back.random_state.normal() == state.normal()
+    np.testing.assert_array_equal(back.predict(XT, return_std=True), est.predict(XT, return_std=True))
+
+
+def test_a_file_cannot_name_other_classes_as_splitters(saved, tmp_path):
+    def swap(m):
+        m["estimator"]["params"] = {"$dict": [["max_iter", {"$splitter": "GridSearchCV", "params": {"$dict": []}}]]}
+        return m
+
+    with pytest.raises(ModelFileError, match="'GridSearchCV' is not a scikit-learn cross-validation splitter"):
+        hdgp.load(_rewrite(saved, tmp_path / "x.hdgp", manifest=swap))
+
+
+def test_an_unknown_splitter_names_set_params_in_the_error(tmp_path):
+    class Halves:
+        def split(self, X, y=None, groups=None):
+            yield np.arange(20), np.arange(20, 40)
+
+        def get_n_splits(self, *args, **kwargs):
+            return 1
+
+    est = hdgp.SIGPRegressor(**FAMILIES["SIGP"], cv=Halves()).fit(X, Y)
+    with pytest.raises(ModelFileError, match=r"parameter\['cv'\].*set_params before saving"):
+        hdgp.save(est, tmp_path / "m.hdgp")

@@ -40,12 +40,13 @@ import dataclasses
 import math
 import numbers
 import warnings
+from collections.abc import Iterable
 
 import numpy as np
 import torch
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.model_selection import KFold, StratifiedKFold
+from sklearn.model_selection import KFold, StratifiedKFold, check_cv
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
@@ -130,6 +131,8 @@ def _calibration_obstacle(folds, rank: int, ratio: float = 1.0, mean_features: i
     linear mean with :math:`q \ge n_f - 1` interpolates the fold: its noise estimate
     collapsed and the ratio ran to 1e9 with 100 features on 64-row folds, *ad hoc*.)
     """
+    if not folds:
+        return "the cross-validation splitter gave no folds"
     smallest = min(len(train) for train, _ in folds)
     needed = rank + 1 + mean_features + _CALIBRATION_DOF
     if smallest < needed:
@@ -152,6 +155,18 @@ def _warn_uncalibrated(reason: str) -> None:
     )
 
 
+def _is_splitter_or_splits(cv) -> bool:
+    """A splitter (an object with ``split``) or an iterable of (train, test) pairs, as scikit-learn's
+    ``check_cv`` accepts; not a string (which has a ``split`` method) nor a bool."""
+    return not isinstance(cv, (str, bytes, bool)) and (hasattr(cv, "split") or isinstance(cv, Iterable))
+
+
+def _given_folds(cv, X, y) -> list:
+    """The folds of a non-integer ``cv``: a splitter's ``split(X, y)``, or the given (train, test) pairs
+    (scikit-learn's ``check_cv``)."""
+    return list(check_cv(cv).split(X, y))
+
+
 def _is_real(value) -> bool:
     """A finite real number, not a bool."""
     return isinstance(value, numbers.Real) and not isinstance(value, bool) and np.isfinite(value)
@@ -166,9 +181,10 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
         if self.mean not in ("linear", "constant"):
             raise ValueError(f"mean must be 'linear' or 'constant'; got {self.mean!r}.")
         integer = isinstance(self.cv, numbers.Integral) and not isinstance(self.cv, bool)
-        if not ((integer and self.cv >= 2) or (not isinstance(self.cv, str) and hasattr(self.cv, "split"))):
+        if not ((integer and self.cv >= 2) or (not integer and _is_splitter_or_splits(self.cv))):
             raise ValueError(
-                f"cv must be an integer >= 2 or a scikit-learn cross-validation splitter; got {self.cv!r}."
+                "cv must be an integer >= 2, a scikit-learn cross-validation splitter or an iterable of "
+                f"(train, test) index arrays; got {self.cv!r}."
             )
         for name in ("max_iter", "cv_max_iter"):
             value = getattr(self, name)
@@ -191,9 +207,16 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                 f"rank={self.rank!r} must be at least 1 and smaller than the number of "
                 f"training samples ({n})."
             )
+        if not isinstance(self.rank, str) and cap is not None and max(ranks) > cap:
+            raise ValueError(
+                f"rank={self.rank!r} exceeds max_kernel_rank={cap}: the subspace lies in the span of the "
+                "kernel factor, whose rank is capped there. Lower rank or raise max_kernel_rank."
+            )
 
     def _check_training_folds(self, folds, n: int) -> None:
         """Every CV training fold has at least ``_MIN_TRAIN_ROWS`` rows (else ValueError)."""
+        if not folds:
+            raise ValueError(f"cv={self.cv!r} gave no cross-validation folds.")
         smallest = min(len(train) for train, _ in folds)
         if smallest < _MIN_TRAIN_ROWS:
             raise ValueError(
@@ -259,7 +282,15 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
             responses = make_responses(Y)
             fixed = all(len(v) == 1 for v in grid.values()) and len(responses) == 1
             self.variance_scale_, self.cv_scores_ = 1.0, {}
-            folds = make_folds() if not fixed or calibrate else []
+            folds = []
+            if not fixed:
+                folds = make_folds()
+            elif calibrate:  # fixed hyper-parameters fit on data too small for cv: only the calibration is lost
+                try:
+                    folds = make_folds()
+                except ValueError as exc:
+                    _warn_uncalibrated(f"no cross-validation folds ({exc})")
+                    calibrate = False
             bar.total = len(folds) + 1 + (len(folds) if out_of_fold else 0)
             if fixed:
                 self.best_params_ = dict(
@@ -383,11 +414,14 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         y (``subspace="kernel"``; the default is the authors' ``ykpar = std(y)``;
         ``"auto"``: CV over 0.25, 0.5, 1).
     n_slices : int, default=10
-        Number of slices (``subspace="slicing"``).
-    cv : int or cross-validation splitter, default=5
+        Number of slices (``subspace="slicing"``); a cross-validation training fold with
+        fewer distinct target values gets one slice per value.
+    cv : int, cross-validation splitter or iterable of (train, test) index arrays, default=5
         An integer means ``KFold(cv)``: contiguous folds in the data order (as in
         scikit-learn's ``GridSearchCV``) unless ``random_state`` is given. Not used
-        when every hyper-parameter has a single value and ``calibrate_variance=False``.
+        when every hyper-parameter has a single value and ``calibrate_variance=False``
+        (with ``calibrate_variance=True`` and no usable folds, e.g. fewer rows than ``cv``,
+        ``variance_scale_`` stays 1 with a ``NumericalWarning``).
     kernel_tol : float, default=1e-6
         Relative trace tolerance of the pivoted-Cholesky kernel factor (0: stop only at
         round-off). For :math:`\eta` below ``kernel_tol`` the subspace also depends on
@@ -539,12 +573,15 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
 
         def make_responses(Yf):
             if self.subspace == "slicing":
-                return [("slices", slice_features(Yf[:, 0], self.n_slices), 0.0)]
+                # a CV training fold may hold fewer distinct values than the target (checked above): it
+                # gets as many slices as it has values (ties merge slices anyway, see slice_features)
+                slices = max(2, min(self.n_slices, int(torch.unique(Yf[:, 0]).numel())))
+                return [("slices", slice_features(Yf[:, 0], slices), 0.0)]
             return [(bw, kernel_response_features(Yf[:, 0], bw), _RESPONSE_RIDGE) for bw in bandwidths]
 
         def make_folds():
-            if hasattr(self.cv, "split"):
-                return list(self.cv.split(X, y))
+            if not _is_int(self.cv):
+                return _given_folds(self.cv, X, y)
             if self.cv > X.shape[0]:
                 raise ValueError(f"SIGP's {self.cv}-fold cross-validation needs at least {self.cv} samples; "
                                  f"got n_samples = {X.shape[0]}. Lower cv.")
@@ -608,7 +645,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     rank, mean, lengthscale, eta, mean_penalty, kernel_tol, max_kernel_rank, max_iter, cv_max_iter, tol
         As in :class:`SIGPRegressor`; CV minimises the squared error of the ±1
         codes (a smooth proxy of accuracy with few ties).
-    cv : int or cross-validation splitter, default=5
+    cv : int, cross-validation splitter or iterable of (train, test) index arrays, default=5
         An integer means ``StratifiedKFold(cv)`` (fewer folds if a class is smaller
         than ``cv``), in the data order unless ``random_state`` is given. Used only
         when a hyper-parameter is chosen by CV: with single values of ``rank``,
@@ -704,8 +741,8 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
             return [("classes", class_features(labels), 0.0)]
 
         def make_folds():
-            if hasattr(self.cv, "split"):
-                return list(self.cv.split(X, codes))
+            if not _is_int(self.cv):
+                return _given_folds(self.cv, X, codes)
             counts = np.bincount(codes)
             if counts.min() < 2:
                 raise ValueError(
@@ -750,9 +787,20 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         return float(math.exp(res.x))
 
     def decision_function(self, X):
-        """Latent SIGP means: shape (t,) for two classes, (t, n_classes) otherwise."""
+        """Latent SIGP means: shape (t,) for two classes, (t, n_classes) otherwise.
+
+        With ``class_weight`` they are shifted by the log weights in units of the inverse
+        temperature :math:`a`, :math:`s_k + \\log(w_k)/a` (two classes: :math:`s + \\log(w_1/w_0)/(2a)`),
+        so that, as in scikit-learn, ``predict`` is their arg-max (two classes: ``classes_[1]``
+        where positive) and ``predict_proba`` the softmax of :math:`a` times them (two classes:
+        of :math:`a(-s, s)`).
+        """
         mean, _ = self._latent(X)
         out = mean.numpy()
+        weights = fitted_class_weights(self)
+        if weights is not None:
+            shift = np.log(weights) / self.temperature_
+            out = out + (0.5 * (shift[1] - shift[0]) if out.shape[1] == 1 else shift)
         return out[:, 0] if out.shape[1] == 1 else out
 
     def predict(self, X):

@@ -2,8 +2,9 @@
 
 The encoding is data only: decoding never runs code stored in a file. Objects are
 rebuilt only from classes that live in the ``hdgp`` package (by dotted name,
-without calling their constructor), tensors come from ``torch.load(weights_only=True)``
-and everything else is plain JSON.
+without calling their constructor) and from scikit-learn's public cross-validation
+splitters (by class name, through their constructors, which only store their arguments),
+tensors come from ``torch.load(weights_only=True)`` and everything else is plain JSON.
 
 JSON node forms (documented in :mod:`hdgp.io.modelfile`):
 
@@ -21,6 +22,10 @@ list                                     ``list`` of nodes
 ``{"$pandas": kind, ...}``               pandas ``Timestamp`` / ``Timedelta`` (ns, tz), ``Period``
                                          (text, freq) or ``Interval`` (ends, closed): category levels
 ``{"$object": "hdgp.mod.Class", ...}``   hdgp object rebuilt from its attribute dict
+``{"$splitter": "KFold", "params": d}``  scikit-learn cross-validation splitter (a class of
+                                         ``sklearn.model_selection``) rebuilt from its constructor
+                                         parameters (format 2.5)
+``{"$randomstate": key, ...}``           ``numpy.random.RandomState`` and its MT19937 state (2.5)
 ``{"$module": path}``                    sub-module of the estimator's model (by name)
 =====================================  ============================================
 """
@@ -29,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import inspect
 import math
 import numbers
 
@@ -118,7 +124,13 @@ class StateEncoder:
             return [self.encode(v, f"{where}[{i}]") for i, v in enumerate(value)]
         if isinstance(value, dict):
             return {"$dict": [[self.encode(k, where), self.encode(v, f"{where}[{k!r}]")] for k, v in value.items()]}
+        if type(value) is np.random.RandomState:
+            _, keys, pos, has_gauss, cached = value.get_state(legacy=True)
+            return {"$randomstate": self._store(keys.astype(np.int64)), "pos": int(pos),
+                    "has_gauss": int(has_gauss), "cached_gaussian": self.encode(float(cached), where)}
         cls = type(value)
+        if _splitter_class(cls.__name__) is cls:
+            return {"$splitter": cls.__name__, "params": self.encode(_splitter_params(value, where), where)}
         if cls.__module__.split(".")[0] == "hdgp" and hasattr(value, "__dict__"):
             return {"$object": f"{cls.__module__}.{cls.__qualname__}",
                     "state": self.encode(dict(vars(value)), f"{where}.__dict__")}
@@ -126,6 +138,42 @@ class StateEncoder:
             f"{where} has type {cls.__module__}.{cls.__qualname__}, which hdgp model files cannot "
             "store (only numbers, strings, arrays, tensors and hdgp objects)."
         )
+
+
+def _splitter_class(name: str):
+    """The scikit-learn cross-validation splitter class ``sklearn.model_selection.<name>``, or None.
+
+    Only the public, concrete splitters (a ``split`` and a ``get_n_splits`` method) qualify: their
+    constructors just store their arguments, so rebuilding one from a file runs no stored code.
+    """
+    import sklearn.model_selection as model_selection
+
+    if not isinstance(name, str) or name not in model_selection.__all__ or name.startswith(("Base", "Halving")):
+        return None
+    cls = getattr(model_selection, name, None)
+    if not (isinstance(cls, type) and callable(getattr(cls, "split", None))
+            and callable(getattr(cls, "get_n_splits", None))):
+        return None
+    return cls
+
+
+def _splitter_params(splitter, where: str) -> dict:
+    """The constructor arguments of a scikit-learn splitter, read back from its attributes (the
+    repeated splitters keep those of their inner splitter in ``cvargs``)."""
+    params = {}
+    inner = getattr(splitter, "cvargs", None) or {}
+    for name, parameter in inspect.signature(type(splitter).__init__).parameters.items():
+        if name == "self" or parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        if hasattr(splitter, name):
+            params[name] = getattr(splitter, name)
+        elif name in inner:
+            params[name] = inner[name]
+        else:
+            raise UnsupportedStateError(
+                f"{where} is a {type(splitter).__name__} whose parameter {name!r} cannot be read back."
+            )
+    return params
 
 
 def _import_hdgp_class(path: str):
@@ -213,6 +261,20 @@ class StateDecoder:
             if self.modules is None or node[tag] not in self.modules:
                 raise ValueError(f"reference to unknown model part {node[tag]!r}")
             return self.modules[node[tag]]
+        if tag == "$randomstate":
+            keys = self._tensor(node[tag]).numpy()
+            state = np.random.RandomState()
+            state.set_state(("MT19937", keys.astype(np.uint32), int(node["pos"]), int(node["has_gauss"]),
+                             float(self.decode(node["cached_gaussian"]))))
+            return state
+        if tag == "$splitter":
+            cls = _splitter_class(node[tag])
+            if cls is None:
+                raise ValueError(f"{node[tag]!r} is not a scikit-learn cross-validation splitter")
+            params = self.decode(node["params"])
+            if not (isinstance(params, dict) and all(isinstance(k, str) for k in params)):
+                raise ValueError(f"the parameters of a {node[tag]} are not a dictionary of names")
+            return cls(**params)
         if tag == "$object":
             cls = _import_hdgp_class(node[tag])
             obj = cls.__new__(cls)

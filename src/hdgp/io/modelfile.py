@@ -89,8 +89,9 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: model's r pivot rows instead of its n×p training inputs (older files are converted when read;
 #: a 2.2 reader cannot predict from a 2.3 SIGP file). 2.4 adds the OAK flow's ``log_start_`` (started
 #: logs of skewed features that are not positive; an older file's flow reads as log x, which is
-#: what it stored, and a 2.3 reader mis-warps such a feature).
-FORMAT_VERSION = (2, 4)
+#: what it stored, and a 2.3 reader mis-warps such a feature). 2.5 adds ``$splitter`` and ``$randomstate``
+#: nodes (a scikit-learn splitter as ``cv``, a ``RandomState`` as ``random_state``; a 2.4 reader refuses them).
+FORMAT_VERSION = (2, 5)
 #: Oldest major version this version reads (:func:`_upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 #: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
@@ -180,7 +181,8 @@ def save(est, path, *, table=None, metadata=None) -> Path:
     except UnsupportedStateError as exc:
         raise ModelFileError(
             f"Cannot save this {cls.__name__}: {exc} Model files hold estimators built from named kernels "
-            "and presets; for a model with your own kernel object use pickle (trusted files only)."
+            "and presets; for a model with your own kernel object use pickle (trusted files only). A parameter "
+            "that only fit uses (cv, random_state) can be set to an int with set_params before saving."
         ) from exc
     tensors = dict(encoder.tensors)
     for attribute, index, module in slots:
