@@ -32,9 +32,11 @@ import warnings
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
 import torch
 
 from .exceptions import CostWarning, NumericalWarning, warn_caller
+from .kernels._compiled import as_array, term_sums, use_compiled
 from .kernels.additive_kernel import AdditiveKernel, elementary_symmetric
 
 __all__ = [
@@ -64,7 +66,9 @@ def sobol_matrices(kernel: AdditiveKernel, X: torch.Tensor) -> torch.Tensor:
     """The matrices :math:`L_i` (OAK eq. 14) for training inputs ``X`` (n, D); shape (D, n, n)."""
     kernel = _check_kernel(kernel)
     cols = X.T.unsqueeze(-1)
-    return kernel.base_kernel.sobol_integral(cols, cols)
+    # contiguous: the base kernels may return a strided view (features innermost), and every
+    # pass of the term enumeration over an L_i with stride D ran ~35x slower (*ad hoc*, D = 18)
+    return kernel.base_kernel.sobol_integral(cols, cols).contiguous()
 
 
 @torch.no_grad()
@@ -90,10 +94,12 @@ def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max
     r"""Sobol index :math:`R_u` of every term :math:`u` with :math:`|u| \le R`.
 
     Terms are enumerated depth-first with running Hadamard products
-    :math:`H_u = \alpha\alpha^\top \odot L_{i_1} \odot \dots`; the deepest order
-    enumerated takes all its terms sharing a prefix in one matrix-vector product
-    :math:`R_{u \cup \{j\}} \propto \langle H_u, L_j\rangle` over the remaining
-    :math:`j` (one read of each :math:`L_j`, no per-term temporaries).
+    :math:`H_u = \alpha\alpha^\top \odot L_{i_1} \odot \dots`, :math:`R_u \propto \sum H_u`.
+    On the CPU the compiled :func:`~hdgp.kernels._compiled.term_sums` does it on the lower
+    triangle (the matrices are symmetric) in cache-sized blocks of entries. Elsewhere, as tensor
+    operations, the deepest order enumerated takes all its terms sharing a prefix in one
+    matrix-vector product :math:`R_{u \cup \{j\}} \propto \langle H_u, L_j\rangle` over the
+    remaining :math:`j` (one read of each :math:`L_j`, no per-term temporaries).
 
     Parameters
     ----------
@@ -120,11 +126,51 @@ def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max
             stacklevel=2,
         )
     var2 = kernel.order_variances.to(L) ** 2
+    if use_compiled(L):
+        terms, raw = _term_sums_compiled(L, alpha, depth)
+    else:
+        terms, raw = _term_sums_tensor(L, alpha, depth, sum(counts[:depth]))
+    orders = torch.tensor([len(u) for u in terms], device=raw.device)
+    return terms, var2[orders] * raw
+
+
+#: Lower-triangle entries gathered per call of the compiled term sums (bounds the copy to D x 2^18).
+_TERM_CHUNK = 1 << 18
+
+
+def _term_sums_compiled(L: torch.Tensor, alpha: torch.Tensor, depth: int):
+    """The pre-order terms up to ``depth`` and their sums, by :func:`~hdgp.kernels._compiled.term_sums`
+    over the lower triangle (off-diagonal entries weighted 2)."""
+    n_dims, n = L.shape[0], L.shape[-1]
+    terms = list(_preorder_terms(n_dims, depth))
+    # subtree[j, level]: terms below the term of level + 1 features ending at feature j
+    subtree = np.array([[sum(math.comb(n_dims - 1 - j, k) for k in range(1, depth - level))
+                         for level in range(depth)] for j in range(n_dims)], dtype=np.int64)
+    rows, cols = torch.tril_indices(n, n, device=L.device)
+    out = np.zeros(len(terms))
+    for start in range(0, rows.numel(), _TERM_CHUNK):
+        a, b = rows[start:start + _TERM_CHUNK], cols[start:start + _TERM_CHUNK]
+        h = alpha[a] * alpha[b] * torch.where(a == b, 1.0, 2.0).to(alpha)
+        term_sums(as_array(L[:, a, b], torch.float64), as_array(h, torch.float64), depth, subtree, out)
+    return terms, torch.from_numpy(out).to(L)
+
+
+def _preorder_terms(n_dims: int, depth: int, prefix: tuple = ()):
+    """Every term of at most ``depth`` features extending ``prefix``, in pre-order."""
+    for j in range((prefix[-1] + 1) if prefix else 0, n_dims):
+        yield prefix + (j,)
+        if len(prefix) + 1 < depth:
+            yield from _preorder_terms(n_dims, depth, prefix + (j,))
+
+
+def _term_sums_tensor(L: torch.Tensor, alpha: torch.Tensor, depth: int, n_terms: int):
+    """:func:`_term_sums_compiled` as tensor operations (GPUs), on the whole matrices."""
+    n_dims = L.shape[0]
     flat_L = L.reshape(n_dims, -1)
     terms: list[tuple[int, ...]] = []
     # written in place into one vector: a version that kept one small result tensor per term
     # (interleaved with the n x n temporaries) grew the process RSS by GBs per call (D = R = 11)
-    raw = alpha.new_empty(sum(counts[:depth]))
+    raw = alpha.new_empty(n_terms)
 
     def visit(prefix: tuple[int, ...], H: torch.Tensor) -> None:
         first = (prefix[-1] + 1) if prefix else 0
@@ -140,8 +186,7 @@ def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max
             visit(terms[-1], Hj)
 
     visit((), torch.outer(alpha, alpha))
-    orders = torch.tensor([len(u) for u in terms], device=raw.device)
-    return terms, var2[orders] * raw
+    return terms, raw
 
 
 @dataclass

@@ -19,6 +19,7 @@ from hdgp.explain import (
     truncated_mean,
 )
 from hdgp.exceptions import NumericalWarning
+from hdgp.kernels import _compiled as compiled_module
 from hdgp.inference.exact import ExactGPModel
 from hdgp.kernels.additive_kernel import AdditiveKernel
 from hdgp.kernels.feature_stack import FeatureStackKernel
@@ -68,6 +69,20 @@ def test_term_sobol_equals_variance_of_component_mean_monte_carlo():
         assert v.item() == pytest.approx(m.var().item(), rel=0.03, abs=1e-6)
 
 
+def _brute_force_term(kernel, L, alpha, u):
+    H = torch.outer(alpha, alpha)
+    for i in u:
+        H = H * L[i]
+    return kernel.order_variances.detach()[len(u)] ** 2 * H.sum()
+
+
+@pytest.fixture(params=[True, False], ids=["compiled", "tensor"])
+def sum_path(request, monkeypatch):
+    """Run a test on the compiled CPU term sums and on the tensor code other devices run."""
+    monkeypatch.setattr(compiled_module, "ENABLED", request.param)
+
+
+@pytest.mark.usefixtures("sum_path")
 @pytest.mark.parametrize("max_terms", [100_000, 20])  # every order, or truncated after order 2
 def test_term_sobol_equals_brute_force_hadamard_products(max_terms):
     gen = torch.Generator().manual_seed(3)
@@ -82,12 +97,33 @@ def test_term_sobol_equals_brute_force_hadamard_products(max_terms):
         terms, values = term_sobol(kernel, L, alpha, max_terms=max_terms)
     depth = R if max_terms > 100 else 2
     assert sorted(terms) == sorted(all_terms(D, depth))
-    var = kernel.order_variances.detach()
     for u, v in zip(terms, values):
-        H = torch.outer(alpha, alpha)
-        for i in u:
-            H = H * L[i]
-        torch.testing.assert_close(v, var[len(u)] ** 2 * H.sum())
+        torch.testing.assert_close(v, _brute_force_term(kernel, L, alpha, u))
+
+
+def test_compiled_term_sums_pass_over_zero_products_and_keep_nan():
+    """The compiled sums walk the entries in blocks and skip a subtree where its running product
+    is zero on a block: a feature with a zero Sobol matrix (switched off), one that is zero on only
+    some blocks, and a NaN (which must reach every term containing it) over several blocks."""
+    gen = torch.Generator().manual_seed(5)
+    n, D, R = 70, 6, 4  # 2485 lower-triangle entries: three blocks
+    L = torch.rand(D, n, n, generator=gen)
+    L = L + L.transpose(1, 2)
+    L[1] = 0.0  # switched off
+    L[3, :40, :40] = 0.0  # zero on the first blocks only
+    L[4, 65, 2] = L[4, 2, 65] = float("nan")
+    alpha = torch.randn(n, generator=gen)
+    kernel = AdditiveKernel(ConstrainedSEKernel(gaussian_measure(np.zeros(D), np.ones(D))), num_dims=D, max_order=R)
+    kernel.order_variances = torch.tensor([1.0, 0.7, 1.9, 0.4, 2.5])
+    terms, values = term_sobol(kernel, L, alpha)
+    assert sorted(terms) == sorted(all_terms(D, R))
+    for u, v in zip(terms, values):
+        if 1 in u:  # exactly zero, also beside the NaN (a product with a zero factor; compute_sobol warns)
+            assert v == 0, u
+        elif 4 in u:
+            assert torch.isnan(v), u
+        else:
+            torch.testing.assert_close(v, _brute_force_term(kernel, L, alpha, u))
 
 
 def test_order_totals_match_sum_over_terms_and_normalise():
