@@ -120,6 +120,15 @@ def test_degree_above_the_number_of_features_warns_and_fits():
     assert np.sqrt(np.mean((est.predict(X) - y) ** 2)) < 0.2 * y.std()
 
 
+def test_ard_accepts_numpy_bools():
+    """A parameter grid built from a NumPy array hands ``ard`` over as ``np.bool_``."""
+    X, y = _data(n=20)
+    est = ProjectedAdditiveGPRegressor(3, ard=np.True_, max_iter=3, random_state=0).fit(X, y)
+    assert est.kernel_.base_kernel.ard
+    est = ProjectedAdditiveGPRegressor(3, ard=np.False_, max_iter=3, random_state=0).fit(X, y)
+    assert not est.kernel_.base_kernel.ard
+
+
 @pytest.mark.parametrize(
     "params, message",
     [

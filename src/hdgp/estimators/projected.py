@@ -150,7 +150,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
             raise ValueError(f"directions must be 'diverse' or 'random', got {self.directions!r}.")
         if self.directions == "diverse" and max(degrees) > 1:
             raise ValueError("directions='diverse' needs 1-D projections (degree=1); use directions='random'.")
-        if not isinstance(self.ard, (bool, numbers.Integral)):
+        if not isinstance(self.ard, (bool, np.bool_, numbers.Integral)):  # NumPy's bool: e.g. from a parameter grid
             raise ValueError(f"ard must be a bool, got {self.ard!r}.")
         if not _is_int(self.n_direction_sets) or self.n_direction_sets < 1:
             raise ValueError(f"n_direction_sets must be a positive integer, got {self.n_direction_sets!r}.")
