@@ -71,6 +71,16 @@ def test_repeated_header_and_semicolon_files_are_named(tmp_path):
     (tmp_path / "semi.csv").write_text("a;b;y\n1;2;3\n4;5;6\n")
     with pytest.raises(TableError, match="separated by semicolons"):
         read_table(tmp_path / "semi.csv")
+    # a ';' file with commas in it: decimal commas make pandas fail, a comma in a name splits the header
+    (tmp_path / "decimal.csv").write_text("a;b;y\n1;2;3\n4,5;5,25;6\n")
+    with pytest.raises(TableError, match="looks separated by semicolons: give --sep ';'"):
+        read_table(tmp_path / "decimal.csv")
+    (tmp_path / "names.csv").write_text("price;weight,kg;y\n1;2;3\n4;5;6\n")
+    with pytest.raises(TableError, match=r"semicolons \(with commas in its names or cells\). Give --sep ';'"):
+        read_table(tmp_path / "names.csv")
+    assert read_table(tmp_path / "names.csv", sep=";").columns.tolist() == ["price", "weight,kg", "y"]
+    (tmp_path / "one.csv").write_text("a;b,c,y\n1,2,3\n4,5,6\n")  # a semicolon inside one comma-separated name
+    assert read_table(tmp_path / "one.csv").columns.tolist() == ["a;b", "c", "y"]
     (tmp_path / "spaces.txt").write_text("a b y\n1 2 3\n4 5 6\n")
     with pytest.raises(TableError, match="separated by spaces or tabs"):
         read_table(tmp_path / "spaces.txt")

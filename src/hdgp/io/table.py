@@ -115,6 +115,8 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
         raise TableError(f"Reading {path} needs a Parquet engine: pip install pyarrow ({exc}).") from exc
     except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError) as exc:
         hint = " Save it with UTF-8 text encoding." if isinstance(exc, UnicodeDecodeError) else ""
+        if sep is None and kind == "csv" and _semicolon_separated(_first_line(path)):  # e.g. decimal commas
+            hint = " Its header looks separated by semicolons: give --sep ';'."
         raise TableError(f"Cannot parse {path}: {str(exc).rstrip().rstrip('.')}. Check that it is a valid "
                          f"{kind.upper()} file with one header row.{hint}") from exc
     if frame.shape[1] == 0 or frame.shape[0] == 0:
@@ -122,6 +124,10 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
     if frame.shape[1] == 1 and sep and kind != "parquet":
         raise TableError(f"Data file {path} read with the separator {sep!r} has one column, named "
                          f"{frame.columns[0]!r}: check --sep.")
+    if frame.shape[1] > 1 and sep is None and kind == "csv" and _semicolon_separated(",".join(map(str, frame.columns))):
+        raise TableError(f"Data file {path} has column names with semicolons, {list(frame.columns)}: it looks "
+                         "separated by semicolons (with commas in its names or cells). Give --sep ';', or "
+                         f"--sep {delimiter!r} if the semicolons belong to the names.")
     if frame.shape[1] == 1 and (";" in str(frame.columns[0]) or len(str(frame.columns[0]).split()) > 1):
         separator = "semicolons" if ";" in str(frame.columns[0]) else "spaces or tabs"
         raise TableError(f"Data file {path} has one column named {frame.columns[0]!r}: it looks separated by "
@@ -135,6 +141,20 @@ def read_table(path, text_columns=(), *, sep=None, na_values=()) -> pd.DataFrame
         raise TableError(f"Data file {path} has duplicated column names {dupes}; rename them.")
     frame.columns = [str(c).strip() for c in frame.columns]
     return frame
+
+
+def _semicolon_separated(header: str) -> bool:
+    """Whether a CSV header line has more semicolons than commas: a ';'-separated file read with ','."""
+    return header.count(";") > header.count(",")
+
+
+def _first_line(path: Path) -> str:
+    """The first line of a text table (compressed or not), as one string."""
+    try:  # \x1f (unit separator) is in no header: the whole line comes back as one field
+        row = pd.read_csv(path, sep="\x1f", header=None, nrows=1, dtype=str, engine="python")
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, OSError):
+        return ""
+    return str(row.iloc[0, 0]) if row.shape[1] else ""
 
 
 def _csv_header(path: Path, sep: str) -> list:
