@@ -1,5 +1,6 @@
 """`hdgp bench status` and `hdgp bench run --dry-run`: stored states, what would run, cost estimates."""
 
+import pytest
 from click.testing import CliRunner
 
 from hdgp.bench import run_protocol
@@ -59,3 +60,26 @@ def test_status_errors_are_clear(tiny_protocol, protocol_file, tmp_path):
     assert result.exit_code != 0 and "Unknown model 'Nope'" in result.output
     result = CliRunner().invoke(bench, ["status", path, "--splits", "x"])
     assert result.exit_code != 0 and "integers" in result.output
+
+
+def test_status_without_the_data_folder_lists_the_stored_tasks(tmp_path, monkeypatch):
+    """The number of splits comes from the data, so without the folder the missing tasks are unknown;
+    status still shows what the store holds (it refused to run at all), and says what it left out."""
+    from hdgp.bench.store import ResultStore
+
+    monkeypatch.delenv("HDGP_DATA_DIR", raising=False)
+    db = str(tmp_path / "r.sqlite")
+    with ResultStore(db, writer=True) as store:
+        for dataset, split, status in [("housing", 0, "done"), ("housing", 1, "failed"), ("machine", 0, "done")]:
+            store.write({"protocol": "oak-table5", "dataset": dataset, "model": "OAK", "split": split, "seed": 0,
+                         "status": status, "fit_seconds": 2.0, "predict_seconds": 0.0, "error": "boom"})
+    result = CliRunner().invoke(bench, ["status", "oak-table5", "--db", db])
+    assert result.exit_code == 0, result.output
+    assert "3 tasks: 2 done, 1 failed, 0 missing." in result.output
+    assert "HDGP_DATA_DIR is not set" in result.output and "the missing ones are not counted" in result.output
+    result = CliRunner().invoke(bench, ["status", "oak-table5", "--db", db, "--datasets", "housing", "--splits", "1"])
+    assert "1 tasks: 0 done, 1 failed, 0 missing." in result.output
+    result = CliRunner().invoke(bench, ["status", "oak-table5", "--db", db, "--datasets", "energy"])
+    assert result.exit_code != 0 and "No stored task of oak-table5 matches" in result.output
+    with pytest.raises(FileNotFoundError, match="HDGP_DATA_DIR"):  # the library call still says it
+        task_status("oak-table5", db=db)

@@ -163,10 +163,15 @@ def status_cmd(protocol, datasets, models, splits, seeds, db, data_dir):
     split_indices, seed_list = _integers(splits, seeds)
     try:
         frame = task_status(protocol, datasets=split_list(datasets), models=split_list(models),
-                            splits=split_indices, seeds=seed_list, db=db, data_dir=data_dir)
+                            splits=split_indices, seeds=seed_list, db=db, data_dir=data_dir, stored_only=True)
     except (ValueError, FileNotFoundError, StoreError) as exc:
         raise click.ClickException(str(exc)) from None
+    if frame.empty:
+        raise click.ClickException(f"No stored task of {protocol} matches the selection (and without the benchmark "
+                                   "data folder, HDGP_DATA_DIR, the planned tasks are unknown).")
     _echo_status(frame, dry_run=False, workers=1)
+    if frame.attrs.get("stored_only"):
+        click.echo(f"{frame.attrs['stored_only']} Only the stored tasks are listed; the missing ones are not counted.")
 
 
 @bench.command("report")
