@@ -361,7 +361,7 @@ def symmetric_additive_sum(base, order_variances: torch.Tensor, chunk: Optional[
 
 
 def _order_zero_only(order_variances: torch.Tensor, shape, like: torch.Tensor):
-    """The sum when it has no order above 0 (R = 0): the constant :math:`\sigma_0^2` (no base
+    r"""The sum when it has no order above 0 (R = 0): the constant :math:`\sigma_0^2` (no base
     gradient); None otherwise. Refuses an empty ``order_variances``."""
     if order_variances.dim() != 1 or order_variances.numel() < 1:
         raise ValueError(f"order_variances must have shape (R + 1,) with R >= 0, got {tuple(order_variances.shape)}.")
