@@ -7,6 +7,7 @@ already active, and every function returns the matplotlib ``Figure``.
 from __future__ import annotations
 
 import math
+import textwrap
 
 import numpy as np
 
@@ -103,7 +104,9 @@ class _LatentView:
         self.input_summary_ = getattr(clf, "input_summary_", None)
         self.X_train_ = getattr(clf, "X_train_", None)
         self.sobol_indices_ = clf.sobol_indices_[k] if isinstance(clf.sobol_indices_, list) else clf.sobol_indices_
-        self.components_ = [u for u in clf.sobol_[k].terms if len(u) <= 2]
+        # this latent function's selected terms (``components_``, ``sobol_threshold``), as for a regressor
+        self.components_ = clf._terms_by_problem(None)[k]
+        self.sobol_ = clf.sobol_[k]
 
     def __getattr__(self, name):  # levels_, flow_, continuous_features_, _two_point, ...
         return getattr(self._clf.encoder_, name)
@@ -132,8 +135,9 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     est : OAKRegressor or OAKClassifier
         A fitted estimator.
     terms : list of tuples of int or str, optional
-        Components to draw (default: ``est.components_``, at most 12; for a classifier
-        its first- and second-order terms by decreasing Sobol index).
+        Components to draw (default: the first- and second-order terms of ``est.components_``,
+        at most 12; for a classifier those of the latent function of ``class_label``; if
+        ``components_`` has none, the top-ranked first- and second-order terms).
     n_grid : int, default=60
         Grid points per continuous axis (half as many, at least 20, for 2-D terms).
     ncols : int, default=3
@@ -157,7 +161,7 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     elif class_label is not None:
         raise ValueError("class_label is for classifiers; a regressor has one latent function.")
     summary = input_summary(est)
-    terms = list(est.components_[:12]) if terms is None else [est._term(t) for t in terms]
+    terms = _default_terms(est) if terms is None else [est._term(t) for t in terms]
     if any(len(u) > 2 for u in terms):
         raise ValueError("Only first- and second-order components can be plotted.")
     names = est._feature_names()
@@ -166,7 +170,9 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     fig, axes = plt.subplots(nrows, ncols, figsize=(figsize_per[0] * ncols, figsize_per[1] * nrows), squeeze=False)
     for ax, u in zip(axes.ravel(), terms):
         label = " × ".join(names[j] for j in u)
-        ax.set_title(f"{label}  (Sobol {shares.get(tuple(u), float('nan')):.3f})", fontsize=9)
+        title = f"{label}  (Sobol {shares.get(tuple(u), float('nan')):.3f})"
+        # long feature names wrap instead of running into the neighbouring panels' titles
+        ax.set_title("\n".join(textwrap.wrap(title, _title_width(figsize_per[0]))), fontsize=9)
         _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels)
         if ax.get_ylabel() == "":  # every panel but a 2-D contour plots the effect on the target
             ax.set_ylabel(f"effect on {target_name}" if target_name else "effect")
@@ -174,6 +180,74 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         ax.set_visible(False)
     fig.tight_layout()
     return fig
+
+
+def _default_terms(est) -> list:
+    """The terms :func:`plot_components` draws by default: the first- and second-order terms of
+    ``components_`` (at most :data:`MAX_DEFAULT_PANELS`; a third-order term there cannot be drawn), or
+    the top-ranked first- and second-order terms when ``components_`` holds only higher orders."""
+    terms = [u for u in est.components_ if len(u) <= 2]
+    if not terms:
+        terms = [u for u in est.sobol_.terms if len(u) <= 2]
+    return list(terms[:MAX_DEFAULT_PANELS])
+
+
+#: Most panels :func:`plot_components` draws without ``terms``.
+MAX_DEFAULT_PANELS = 12
+
+
+def _title_width(panel_width: float) -> int:
+    """Characters of a 9-point panel title that fit in a panel ``panel_width`` inches wide."""
+    return max(20, int(panel_width * 11))
+
+
+def _compact_numbers(ax, axis: str) -> None:
+    """Tick labels of a numeric ``axis`` (``"x"``, ``"y"`` or ``"both"``) with at most 4 digits before an
+    offset (``×1e5``): incomes such as 175000 ran into each other at the default 6."""
+    ax.ticklabel_format(axis=axis, style="sci", scilimits=(-3, 4), useOffset=False)
+
+
+def _histogram_in_original_units(counts, edges, n_bins):
+    """``counts`` over ``edges`` (original units, unequal widths after the inverse flow) moved onto
+    ``n_bins`` equal-width bins of the same range, each source bin's rows spread evenly over its width.
+
+    A point mass (a count feature's many zeros) sits in a source bin that the flow made narrow
+    (1e-4 of the range on the heart data's ``vessels``): its density drowned every other bar.
+    Returns counts and edges; the counts add up to those given.
+    """
+    edges = np.asarray(edges, dtype=float)
+    counts = np.asarray(counts, dtype=float)
+    if not np.all(np.isfinite(edges)) or not edges[-1] > edges[0]:
+        return counts, edges
+    new = np.linspace(edges[0], edges[-1], n_bins + 1)
+    lo = np.maximum(edges[:-1, None], new[None, :-1])
+    hi = np.minimum(edges[1:, None], new[None, 1:])
+    width = np.diff(edges)[:, None]
+    share = np.clip(hi - lo, 0.0, None) / np.where(width > 0, width, 1.0)
+    flat = width[:, 0] <= 0  # a bin of no width: its rows go to the bin holding its edge
+    share[flat] = 0.0
+    share[flat, np.clip(np.searchsorted(new, edges[:-1][flat], side="right") - 1, 0, n_bins - 1)] = 1.0
+    share /= share.sum(axis=1, keepdims=True)
+    return counts @ share, new
+
+
+def _level_ticks(ax, positions, labels) -> None:
+    """Level names under bars or points: slanted beyond 4 levels, upright (and smaller) beyond 8 or
+    with long names, every k-th beyond 30, so that many levels do not print over each other."""
+    labels = list(labels)
+    step = max(1, math.ceil(len(labels) / 30))
+    shown = [label if i % step == 0 else "" for i, label in enumerate(labels)]
+    longest = max((len(label) for label in labels), default=0)
+    if len(labels) > 8 or (len(labels) > 2 and longest > 12):
+        ax.set_xticks(positions, shown, rotation=90, fontsize=7 if len(labels) > 12 else 8)
+    elif len(labels) > 4 or longest > 12:
+        ax.set_xticks(positions, shown, rotation=30, ha="right", rotation_mode="anchor")
+    else:
+        ax.set_xticks(positions, shown)
+
+
+#: Most curves named in the legend of a two-feature panel with a discrete feature (one per level).
+_LEGEND_LEVELS = 6
 
 
 def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
@@ -193,17 +267,22 @@ def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
     xlabel = names[u[0]]
     if len(u) == 1 and discrete[0]:
         position = np.arange(len(mean))
-        ax.bar(position, mean, yerr=2 * sd, color="tab:blue", alpha=0.7, capsize=3)
-        ax.set_xticks(position, labels(u[0]), rotation=30 if len(position) > 4 else 0)
+        ax.bar(position, mean, yerr=2 * sd, color="tab:blue", alpha=0.7, capsize=3 if len(position) <= 12 else 1)
+        _level_ticks(ax, position, labels(u[0]))
+        _compact_numbers(ax, "y")
     elif len(u) == 1:
         x = _original_units(est, u[0], mesh[0].ravel())
         ax.plot(x, mean, color="k")
         ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
+        _compact_numbers(ax, "both")
         hist = ax.twinx()  # the training inputs' histogram, in the bottom third, behind the curve
         # the bins are equal in the model's (flow-warped) units, so in original units they differ in
-        # width: draw densities (count per unit width) so that areas, not heights, count the rows
-        edges = _original_units(est, u[0], summary["edges"][u[0]])
-        density = summary["counts"][u[0]] / np.maximum(np.diff(edges), np.finfo(float).tiny)
+        # width (a point mass sits in a very narrow one): moved onto equal-width bins in original units
+        # and drawn as densities (count per unit width), so that areas count the rows
+        counts, edges = _histogram_in_original_units(summary["counts"][u[0]],
+                                                     _original_units(est, u[0], summary["edges"][u[0]]),
+                                                     len(summary["counts"][u[0]]))
+        density = counts / np.maximum(np.diff(edges), np.finfo(float).tiny)
         hist.stairs(density, edges, fill=True, color="grey", alpha=0.3)
         hist.set_ylim(0, 3 * density.max())
         hist.set_yticks([])
@@ -215,35 +294,50 @@ def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
         other = u[1 - k]
         if discrete[1 - k]:
             x = np.arange(by_level.shape[1])
-            ax.set_xticks(x, labels(other))
+            _level_ticks(ax, x, labels(other))
+            _compact_numbers(ax, "y")
         else:
             x = _original_units(est, other, mesh[1 - k].ravel()).reshape(mesh[0].shape)
             x = x[0] if k == 0 else x[:, 0]
-        for row, level in zip(by_level, labels(u[k])):
-            ax.plot(x, row, "o-" if discrete[1 - k] else "-", ms=3, label=f"{names[u[k]]}={level}")
+            _compact_numbers(ax, "both")
+        style = "o-" if discrete[1 - k] else "-"
+        # many levels: the _LEGEND_LEVELS - 1 whose curves vary most in colour and named, the rest thin and
+        # grey under one legend entry (a legend of every level covered the panel, and beside it the figure)
+        named = set(range(len(by_level)) if len(by_level) <= _LEGEND_LEVELS
+                    else np.argsort(-np.ptp(by_level, axis=1), kind="stable")[:_LEGEND_LEVELS - 1].tolist())
+        others = [i for i in range(len(by_level)) if i not in named]
+        for n_drawn, i in enumerate(others):
+            ax.plot(x, by_level[i], style, ms=2, lw=0.8, color="0.65", zorder=1,
+                    label=f"{len(others)} other levels of {names[u[k]]}" if n_drawn == 0 else "_nolegend_")
+        level_names = labels(u[k])
+        for i in sorted(named):
+            ax.plot(x, by_level[i], style, ms=3, zorder=2, label=f"{names[u[k]]}={level_names[i]}")
         ax.legend(fontsize=7)
         xlabel = names[other]
     else:
         x = _original_units(est, u[0], mesh[0].ravel()).reshape(mesh[0].shape)
         y = _original_units(est, u[1], mesh[1].ravel()).reshape(mesh[1].shape)
+        _compact_numbers(ax, "both")
         cs = ax.contourf(x, y, mean, levels=15, cmap="RdBu_r")
         fig.colorbar(cs, ax=ax)
         ax.set_ylabel(names[u[1]])
     ax.set_xlabel(xlabel)
 
 
-def plot_truncation_curve(curve: dict, *, metric: str = "rmse", ax=None):
+def plot_truncation_curve(curve: dict, *, metric: str | None = None, ax=None):
     """Test metric and cumulative normalised Sobol index vs number of terms (OAK Fig. 5).
 
     Parameters
     ----------
     curve : dict
         Output of :meth:`OAKRegressor.truncation_curve` or :meth:`OAKClassifier.truncation_curve`.
-    metric : str, default="rmse"
+    metric : str, optional
         The key of ``curve`` drawn in red (``"rmse"``; ``"auc"``, ``"accuracy"`` or ``"log_loss"``
-        for a classifier).
+        for a classifier). Default: ``"rmse"`` for a regressor's curve, ``"auc"`` for a classifier's.
     """
     plt = _pyplot()
+    if metric is None:
+        metric = "rmse" if "rmse" in curve or "auc" not in curve else "auc"
     if ax is None:
         fig, ax = plt.subplots(figsize=(5, 3.5))
     else:

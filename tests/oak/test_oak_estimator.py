@@ -191,6 +191,16 @@ def test_plots_in_original_units(fitted, tmp_path):
         est.plot_components([(0, 1, 2)])
 
 
+def test_truncation_curve_rejects_bad_max_terms_and_y(fitted):
+    """max_terms=-1 sliced off the last ranked term, and a y of one value broadcast against every row."""
+    est, X, y = fitted
+    with pytest.raises(ValueError, match="max_terms must be a positive integer"):
+        est.truncation_curve(X[:20], y[:20], max_terms=-1)
+    with pytest.raises(ValueError, match="X has 20 rows but y has 1"):
+        est.truncation_curve(X[:20], y[:1])
+    assert len(est.truncation_curve(X[:20], y[:20], max_terms=2)["rmse"]) == 2
+
+
 def test_pickle_roundtrip(fitted):
     import pickle
 
@@ -472,20 +482,29 @@ def test_array_columns_are_named_x0_x1_in_declarations_as_in_the_output():
 
 
 def test_component_histogram_is_a_density_in_original_units():
-    """The histogram bins are equal-width in the flow's units, so unequal in original units: the
-    bars are counts per unit width, whose areas add up to the training rows (a uniform feature
-    drawn with raw counts showed a false peak where the flow compresses the axis)."""
+    """The summary's bins are equal-width in the flow's units, so unequal in original units; the plot
+    moves their rows onto equal-width bins of the original units and draws counts per unit width,
+    whose areas add up to the training rows (a uniform feature drawn with raw counts of the flow's
+    bins showed a false peak where the flow compresses the axis)."""
     from matplotlib.patches import StepPatch
+
+    from hdgp.estimators._input_summary import input_summary
+    from hdgp.plotting import _original_units
 
     rng = np.random.default_rng(1)
     X = np.column_stack([rng.lognormal(size=120), rng.normal(size=120)])
     est = OAKRegressor(max_order=1, max_iter=5, random_state=0).fit(X, np.log(X[:, 0]) + X[:, 1])
+    flow_widths = np.diff(_original_units(est, 0, input_summary(est)["edges"][0]))
+    assert flow_widths.max() > 2 * flow_widths.min()  # the flow made its bins unequal in original units
     fig = est.plot_components([(0,)])
     (patch,) = [p for ax in fig.axes for p in ax.patches if isinstance(p, StepPatch)]
     density, edges = patch.get_data()[:2]
     widths = np.diff(edges)
-    assert widths.max() > 2 * widths.min()  # the flow made the bins unequal
+    np.testing.assert_allclose(widths, widths[0])
+    np.testing.assert_allclose([edges[0], edges[-1]], [X[:, 0].min(), X[:, 0].max()], rtol=1e-6)
     assert np.sum(density * widths) == pytest.approx(120)
+    # a lognormal's histogram falls from its first bins to its tail
+    assert density[:3].max() > 5 * density[-10:].max()
 
 
 def test_an_identifier_like_categorical_column_warns():

@@ -136,7 +136,7 @@ def test_latent_component_plots_in_original_units(latent_fit, tmp_path):
     assert "latent f of class 0" in fig.axes[0].get_ylabel()
     bars = next(ax for ax in fig.axes if ax.get_title().startswith("d "))
     assert [t.get_text() for t in bars.get_xticklabels()] == ["u", "v", "w"]
-    default = clf.plot_components()  # top first- and second-order terms by Sobol index
+    default = clf.plot_components()  # the selected terms (components_) of order <= 2
     assert default.axes[0].get_title().startswith("a ")
 
 
@@ -327,3 +327,31 @@ def test_truncation_rejects_bad_input(latent_fit, call, match):
     clf, frame, y = latent_fit
     with pytest.raises(ValueError, match=match):
         call(clf, frame.iloc[:30], y[:30])
+
+
+def test_default_latent_plot_draws_the_selected_terms(latent_fit):
+    """Without terms, a classifier's plot draws its components_ of order <= 2 as a regressor's does (it drew
+    every first- and second-order term, up to 12 panels of Sobol 0.000)."""
+    clf, _, _ = latent_fit
+    drawn = [u for u in clf.components_ if len(u) <= 2]
+    assert len(drawn) < len([u for u in clf.sobol_[0].terms if len(u) <= 2])
+    fig = clf.plot_components()
+    titles = [ax.get_title().split("  (")[0] for ax in fig.axes if ax.get_visible() and ax.get_title()]
+    names = list(clf.feature_names_in_)
+    assert titles == [" × ".join(names[j] for j in u) for u in drawn]
+
+
+def test_classifier_messages_and_curve_plot_defaults(tmp_path):
+    from hdgp.plotting import plot_truncation_curve
+
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((90, 2))
+    y = np.array(["low", "mid", "high"])[np.digitize(X[:, 0], [-0.5, 0.5])]
+    clf = OAKClassifier(max_order=1, n_inducing=10, max_iter=20, random_state=0).fit(X, y)
+    # the classes as the user wrote them, not np.str_('high')
+    with pytest.raises(ValueError, match=r"pass class_label, one of \['high', 'low', 'mid'\]"):
+        clf.predict_component(X[:2], 0)
+    # a classifier's curve has no RMSE: the default metric is its AUC
+    fig = plot_truncation_curve(clf.truncation_curve(X, y, max_terms=2))
+    assert fig.axes[0].get_ylabel() == "test AUC"
+    fig.savefig(tmp_path / "curve.png")

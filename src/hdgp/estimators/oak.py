@@ -20,7 +20,7 @@ from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
 from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
+from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
 from .additive import resolve_max_order
 
 __all__ = ["OAKRegressor"]
@@ -620,8 +620,12 @@ class OAKRegressor(BaseGPRegressor):
         -------
         dict with ``n_terms``, ``cumulative_sobol`` and ``rmse`` arrays (length ≤ ``max_terms``).
         """
+        if not _is_int(max_terms) or max_terms < 1:  # a negative one sliced off the last terms
+            raise ValueError(f"max_terms must be a positive integer, got {max_terms!r}.")
         Xt = self._prepare_predict_inputs(X)
         y = np.asarray(y, dtype=float).reshape(-1)
+        if len(y) != Xt.shape[0]:  # one value would broadcast against every row
+            raise ValueError(f"X has {Xt.shape[0]} rows but y has {len(y)}.")
         terms = self.sobol_.terms[:max_terms]
         running = (self.posterior_.constant + explain.component_mean(self.posterior_, (), Xt)).cpu().numpy()
         rmse = []
@@ -636,7 +640,10 @@ class OAKRegressor(BaseGPRegressor):
         }
 
     def plot_components(self, terms=None, **kwargs):
-        """Plot components (default: ``components_``); see :func:`hdgp.plotting.plot_components`."""
+        """Plot components (default: the first- and second-order terms of ``components_``).
+
+        See :func:`hdgp.plotting.plot_components`.
+        """
         from ..plotting import plot_components
 
         return plot_components(self, terms, **kwargs)

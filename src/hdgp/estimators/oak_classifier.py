@@ -201,7 +201,7 @@ class OAKClassifier(GPClassifier):
         :math:`f_k` per class, and ``class_label`` must be given.
         """
         check_is_fitted(self, "posteriors_")
-        classes = list(self.classes_)
+        classes = self.classes_.tolist()  # plain values: messages list 'a', not np.str_('a')
         if class_label is None:
             if len(classes) > 2:
                 raise ValueError(f"There is one latent function per class ({len(classes)} classes, one-vs-rest); "
@@ -349,7 +349,7 @@ class OAKClassifier(GPClassifier):
         return out
 
     def plot_components(self, terms=None, *, class_label=None, **kwargs):
-        """Plot latent components (default: the top first- and second-order terms by Sobol index).
+        """Plot latent components (default: the first- and second-order terms of ``components_``).
 
         See :func:`hdgp.plotting.plot_components`; ``class_label`` as in :meth:`predict_component`.
         """
