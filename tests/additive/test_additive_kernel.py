@@ -231,6 +231,33 @@ def test_input_gradient_of_k_of_x_is_the_full_sums(monkeypatch):
         torch.testing.assert_close(g, grads[2], rtol=1e-12, atol=1e-12)
 
 
+def test_values_without_a_graph_equal_the_graph_paths(monkeypatch):
+    # posteriors and predictions (no autograd graph) fill k(X) and k(X1, X2) one row block at a time,
+    # freeing each block's base matrices: the sums are elementwise, so the values are the same to the bit
+    import hdgp.kernels.additive_kernel as module
+    from hdgp.kernels.feature_stack import FeatureStackKernel
+    from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
+    from hdgp.measures import gaussian_measure
+
+    n = _SYMMETRIC_MIN_N + 37
+    gen = torch.Generator().manual_seed(8)
+    X = torch.cat([torch.randn(n, 3, generator=gen), torch.randint(0, 4, (n, 1), generator=gen).double()], 1)
+    X2 = X[:50] + 0.1 * (torch.arange(4) < 3)
+    cont = ConstrainedSEKernel(gaussian_measure(torch.zeros(3).numpy(), torch.ones(3).numpy()))
+    cont.lengthscale = torch.tensor([0.7, 1.3, 2.0]).reshape(3, 1, 1)
+    cat = ConstrainedCategoricalKernel(torch.tensor([0.1, 0.2, 0.3, 0.4]).numpy(), rank=1)
+    kern = AdditiveKernel(FeatureStackKernel([cont, cat], [[0, 1, 2], [3]]), num_dims=4, max_order=3)
+    kern.order_variances = torch.tensor([0.5, 1.0, 0.7, 0.3])
+    monkeypatch.setattr(module, "_base_block", lambda n, calls: 700)  # several row blocks of k(X)
+    graph = [kern(X).to_dense(), kern(X2, X).to_dense(), kern(X, X2).to_dense()]
+    assert all(K.requires_grad for K in graph)
+    monkeypatch.setattr(module, "_NO_GRAD_BLOCK_BYTES", 4 * 8 * 3 * n)  # 3 rows of k(X2, X) per block
+    with torch.no_grad():
+        values = [kern(X).to_dense(), kern(X2, X).to_dense(), kern(X, X2).to_dense()]
+    for K, V in zip(graph, values):
+        assert torch.equal(V, K.detach())
+
+
 def make_kernel(n_dims, max_order):
     kern = AdditiveKernel(RBFKernel(batch_shape=torch.Size([n_dims])), num_dims=n_dims, max_order=max_order)
     kern.base_kernel.lengthscale = torch.linspace(0.5, 2.0, n_dims).reshape(n_dims, 1, 1)

@@ -10,6 +10,7 @@ import torch
 from hdgp.explain import (
     SobolResult,
     component_mean,
+    component_means,
     component_posterior,
     compute_sobol,
     order_sobol,
@@ -21,7 +22,7 @@ from hdgp.explain import (
 from hdgp.exceptions import NumericalWarning
 from hdgp.kernels import _compiled as compiled_module
 from hdgp.inference.exact import ExactGPModel
-from hdgp.kernels.additive_kernel import AdditiveKernel
+from hdgp.kernels.additive_kernel import AdditiveKernel, elementary_symmetric
 from hdgp.kernels.feature_stack import FeatureStackKernel
 from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from hdgp.measures import gaussian_measure
@@ -55,6 +56,30 @@ def test_components_sum_to_full_posterior_mean():
     parts = post.constant + component_mean(post, (), Xs) + sum(component_mean(post, u, Xs) for u in all_terms(3, 3))
     torch.testing.assert_close(parts, full)
     torch.testing.assert_close(truncated_mean(post, all_terms(3, 3), Xs), full)
+
+
+@pytest.mark.parametrize("block_rows", [None, 4])
+def test_component_means_share_base_evaluations_and_equal_component_mean(monkeypatch, block_rows):
+    import hdgp.explain as explain_module
+
+    post, X, _ = gaussian_oak_posterior()
+    Xs = torch.randn(15, 3, generator=torch.Generator().manual_seed(9))
+    terms = [(), *all_terms(3, 3), (2, 0)]
+    if block_rows is not None:  # base matrices of 4 test rows at a time: 4 evaluations
+        monkeypatch.setattr(explain_module, "_MEANS_BLOCK_BYTES", block_rows * 3 * X.shape[0] * 8)
+    calls = []
+    base_matrices = post.kernel.base_matrices
+    post.kernel.base_matrices = lambda *a, **k: calls.append(1) or base_matrices(*a, **k)
+    try:
+        means = component_means(post, terms, Xs)
+    finally:
+        del post.kernel.base_matrices
+    assert len(calls) == (1 if block_rows is None else 4)
+    for u, mean in zip(terms, means):
+        assert torch.equal(mean, component_mean(post, u, Xs))
+    assert component_means(post, [], Xs).shape == (0, 15)
+    with pytest.raises(ValueError, match="not a component"):
+        component_means(post, [(0,), (5,)], Xs)
 
 
 def test_term_sobol_equals_variance_of_component_mean_monte_carlo():
@@ -124,6 +149,21 @@ def test_compiled_term_sums_pass_over_zero_products_and_keep_nan():
             assert torch.isnan(v), u
         else:
             torch.testing.assert_close(v, _brute_force_term(kernel, L, alpha, u))
+
+
+@pytest.mark.usefixtures("sum_path")
+def test_order_sobol_equals_quadratic_forms_of_elementary_symmetric_polynomials():
+    """Both paths (compiled: the lower triangle, off-diagonal entries twice) give alpha' e_r(L) alpha."""
+    gen = torch.Generator().manual_seed(4)
+    n, D, R = 53, 6, 4  # R < D: the recurrence is cut at R
+    L = torch.rand(D, n, n, generator=gen)
+    L = L + L.transpose(1, 2)
+    alpha = torch.randn(n, generator=gen)
+    kernel = AdditiveKernel(ConstrainedSEKernel(gaussian_measure(np.zeros(D), np.ones(D))), num_dims=D, max_order=R)
+    kernel.order_variances = torch.tensor([1.0, 0.7, 1.9, 0.4, 2.5])
+    e = elementary_symmetric(L, R)
+    expected = kernel.order_variances.detach()[1:] ** 2 * torch.stack([alpha @ e[r] @ alpha for r in range(1, R + 1)])
+    torch.testing.assert_close(order_sobol(kernel, L, alpha), expected)
 
 
 def test_order_totals_match_sum_over_terms_and_normalise():

@@ -244,3 +244,6 @@ def test_objective_gradient_matches_finite_differences(seed):
     numeric = [(SinhArcsinhFlow._objective(u, p + step * e)[0] - SinhArcsinhFlow._objective(u, p - step * e)[0])
                / (2 * step) for e in np.eye(4)]
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-8)
+    # the fit passes the column's data-only terms in once: the very same value and gradient
+    kept_value, kept_grad = SinhArcsinhFlow._objective(u, p, SinhArcsinhFlow._column_terms(u))
+    assert kept_value == value and np.array_equal(kept_grad, grad)

@@ -441,3 +441,32 @@ def test_summary_calls_a_sparse_objective_a_lower_bound():
     X = np.random.default_rng(0).normal(size=(80, 2))
     text = hdgp.summary(hdgp.GPRegressor(inference="sparse", n_inducing=10, max_iter=3).fit(X, X[:, 0]))
     assert "evidence lower bound (standardised y)" in text and "log marginal likelihood" not in text
+
+
+def test_sparse_fit_runs_kmeans_once_for_both_starts(monkeypatch):
+    """The subset and the generic start build the model on the same rows with the same seed: k-means
+    runs once per fit and both models start from its inducing inputs (those the engine would choose)."""
+    import hdgp
+    import hdgp.estimators._base as base
+
+    calls = []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return kmeans_inducing_points(*args, **kwargs)
+
+    monkeypatch.setattr(base, "SUBSET_INIT_ROWS", 60)
+    monkeypatch.setattr(base, "kmeans_inducing_points", counting)
+    built = []
+    real_build = base.BaseGPRegressor._build_model
+    monkeypatch.setattr(base.BaseGPRegressor, "_build_model",
+                        lambda self, Xt: built.append(real_build(self, Xt)) or built[-1])
+    X, y = _data(n=200)
+    est = hdgp.preset("SGPR-RBF-ARD", n_inducing=15, max_iter=5, random_state=0).fit(X.numpy(), y.numpy())
+    assert len(built) == 2 and len(calls) == 1 and not hasattr(est, "_kmeans_cache")
+    own = SGPRModel(_kernel(3), X=est.X_train_, n_inducing=15, random_state=est._fit_seed_)
+    for model in built:  # (not learned: SGPR keeps its k-means start)
+        assert torch.equal(model.inducing_points, own.inducing_points)
+    assert built[0].inducing_points.data_ptr() != built[1].inducing_points.data_ptr()  # copies, not one tensor
+    est.fit(X.numpy(), y.numpy())  # a refit computes it afresh (new rows may share the old buffer's address)
+    assert len(calls) == 2

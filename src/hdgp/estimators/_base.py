@@ -25,6 +25,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
 from ..inference import ENGINES, ExactGPModel
+from ..inference.inducing import kmeans_inducing_points
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
 from ._numeric_input import validate_numeric
@@ -300,9 +301,24 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         engine = ENGINES[self.inference_]
         kwargs = dict(noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
         if getattr(engine, "uses_inducing_points", False):
-            kwargs.update(n_inducing=min(self.n_inducing, X.shape[0]), random_state=self._fit_seed_, X=X,
-                          discrete=self._discrete_columns())
+            kwargs.update(inducing_points=self._kmeans_start(X))
         return engine(kernel, **kwargs)
+
+    def _kmeans_start(self, X: torch.Tensor) -> torch.Tensor:
+        """The engines' k-means inducing inputs (:func:`~hdgp.inference.inducing.kmeans_inducing_points`),
+        computed once per fit: a sparse fit builds its model twice (subset and generic start) and OAK with
+        a second candidate twice more, every time on the same rows with the same seed (k-means took
+        0.45 s at n = 6,000, m = 512, D = 18). The engines copy the tensor."""
+        m = min(self.n_inducing, X.shape[0])
+        cache = getattr(self, "_kmeans_cache", None)  # a dict only inside _fit (model files rebuild without it)
+        key = (X.data_ptr(), tuple(X.shape), X.dtype, m, self._fit_seed_, self._discrete_columns())
+        if cache is not None and key in cache:
+            return cache[key]
+        Z = torch.as_tensor(kmeans_inducing_points(X, m, self._fit_seed_, discrete=self._discrete_columns()),
+                            dtype=X.dtype, device=X.device)
+        if cache is not None:
+            cache[key] = Z
+        return Z
 
     def _discrete_columns(self) -> tuple:
         """Columns whose inducing inputs must stay on observed values (k-means modes, not centroids)."""
@@ -363,6 +379,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         candidates = list(range(self._n_candidates())) if previous is None else [getattr(self, "best_candidate_", 0)]
         if self.inference_ == "exact":
             _check_exact_memory(Xt)
+        self._kmeans_cache = {}
         try:
             for candidate in candidates:
                 self._candidate_ = candidate
@@ -371,6 +388,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             if self.inference_ == "exact" and "allocate" in str(error):
                 raise MemoryError(_exact_memory_message(Xt)) from error
             raise
+        finally:
+            del self._kmeans_cache
         best = min(range(len(fits)), key=lambda i: fits[i][1].loss)
         self.best_candidate_ = candidates[best]
         model, result, self.init_result_, self.start_ = fits[best]

@@ -627,10 +627,11 @@ class OAKRegressor(BaseGPRegressor):
         if len(y) != Xt.shape[0]:  # one value would broadcast against every row
             raise ValueError(f"X has {Xt.shape[0]} rows but y has {len(y)}.")
         terms = self.sobol_.terms[:max_terms]
-        running = (self.posterior_.constant + explain.component_mean(self.posterior_, (), Xt)).cpu().numpy()
+        means = explain.component_means(self.posterior_, [(), *terms], Xt)
+        running = (self.posterior_.constant + means[0]).cpu().numpy()
         rmse = []
-        for u in terms:
-            running = running + explain.component_mean(self.posterior_, u, Xt).cpu().numpy()
+        for mean in means[1:].cpu().numpy():
+            running = running + mean
             pred = running * self.y_scale_ + self.y_mean_
             rmse.append(float(np.sqrt(np.mean((pred - y) ** 2))))
         return {

@@ -330,12 +330,15 @@ class OAKClassifier(GPClassifier):
         n_steps = min(int(max_terms), max(len(r.terms) for r in self.sobol_))
         curve = {"auc": [], "accuracy": [], "log_loss": []}
         with thread_budget(Xt.shape[0]):
-            running = [explain.truncated_mean(post, [], Xt) for post in self.posteriors_]
+            # every step's component means at once, from one evaluation of the base kernels per problem
+            means = [explain.component_means(post, [(), *result.terms[:n_steps]], Xt)
+                     for post, result in zip(self.posteriors_, self.sobol_)]
+            running = [post.constant + m[0] for post, m in zip(self.posteriors_, means)]
             variances = [post.predict(Xt, latent=True)[1] for post in self.posteriors_]
             for step in range(n_steps):
-                for k, (post, result) in enumerate(zip(self.posteriors_, self.sobol_)):
+                for k, result in enumerate(self.sobol_):
                     if step < len(result.terms):
-                        running[k] = running[k] + explain.component_mean(post, result.terms[step], Xt)
+                        running[k] = running[k] + means[k][step + 1]
                 proba = self._proba(list(zip(running, variances)))
                 curve["auc"].append(roc_auc_score(y == self.classes_[1], proba[:, 1]) if proba.shape[1] == 2
                                     else roc_auc_score(y, proba, multi_class="ovr", labels=self.classes_))

@@ -128,8 +128,15 @@ def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block
             g = grad_out[a, start : start + w]
             e[0, :] = 1.0
             e[1:, :] = 0.0
-            for i in range(n_dims):  # prefix[i, r] = e_r(k_1..k_{i-1}), r < R
-                k, p = block[i, ia, start : start + w], prefix[i]
+            for i in range(n_dims):
+                k = block[i, ia, start : start + w]
+                if not need_base:  # only the polynomials: the forward recurrence, descending (e_{r-1} still old)
+                    for r in range(min(i + 1, max_order), 0, -1):
+                        er, em = e[r], e[r - 1]
+                        for t in range(w):
+                            er[t] += k[t] * em[t]
+                    continue
+                p = prefix[i]  # prefix[i, r] = e_r(k_1..k_{i-1}), r < R: the factors of the base gradient
                 for r in range(max_order):
                     pr, er = p[r], e[r]
                     for t in range(w):

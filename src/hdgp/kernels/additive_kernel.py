@@ -48,6 +48,12 @@ _SYMMETRIC_MIN_N = 128
 #: blocks compute less of the upper triangle (1/(2·blocks) of it), at one base-kernel call each.
 _BASE_BLOCKS = 16
 
+#: Bytes of one row block's base stack (D x rows x cols) where no autograd graph is kept (posteriors,
+#: predictions, the values of a fit's last evaluations): the kernel matrix is then filled block by block
+#: and no block outlives its rows. Larger blocks came fresh from the OS at every call (glibc maps
+#: allocations above 32 MB and unmaps them when freed) and their page faults cost more than the sums.
+_NO_GRAD_BLOCK_BYTES = 2**23
+
 #: Above this many elementwise passes (D·R) per kernel evaluation, warn about cost.
 _COST_WARN_PASSES = 1000
 
@@ -518,6 +524,19 @@ class AdditiveKernel(Kernel):
             )
         self.initialize(raw_order_variances=self.raw_order_variances_constraint.inverse_transform(value))
 
+    def _symmetric_values(self, X: torch.Tensor, calls: int) -> torch.Tensor:
+        """k(X, X) without a graph, by the compiled lower-triangle sum of :class:`_SymmetricAdditiveSum`
+        (the same values), each row block's base matrices summed and freed before the next are made:
+        the graph's blocks, all alive at once, held D n² / 2 values (1.3 GB at n = 5000, D = 13)."""
+        n = X.shape[0]
+        out = X.new_empty(n, n)
+        variances = as_array(self.order_variances.detach(), X.dtype)
+        entries = max(_CHUNK * max(calls, 1), _NO_GRAD_BLOCK_BYTES // (self.num_dims * X.element_size()))
+        for r0, r1 in _row_blocks(0, n, min(_base_block(n, max(calls, 1)), entries)):
+            rows_forward(as_array(self.base_matrices(X[r0:r1], X[:r1])), r0, True, variances, out.numpy())
+        upper = torch.ones(n, n, dtype=torch.bool, device=out.device).triu_(1)
+        return torch.where(upper, out.T, out)
+
     def base_matrices(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False) -> torch.Tensor:
         r"""Stack of per-feature base kernel evaluations :math:`k_i(x_i, x_i')`.
 
@@ -541,6 +560,14 @@ class AdditiveKernel(Kernel):
         b = x2.transpose(-1, -2).unsqueeze(-1).contiguous()
         return to_dense(self.base_kernel.forward(a, b, diag=diag))
 
+    def _needs_graph(self, x1: torch.Tensor, x2: torch.Tensor) -> bool:
+        return torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad
+                                            or any(p.requires_grad for p in self.parameters()))
+
+    def _no_grad_rows(self, x1: torch.Tensor, cols: int) -> int:
+        """Rows of x1 per block of a graph-free evaluation against ``cols`` columns (see _NO_GRAD_BLOCK_BYTES)."""
+        return max(1, _NO_GRAD_BLOCK_BYTES // (self.num_dims * max(cols, 1) * x1.element_size()))
+
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
             raise NotImplementedError("AdditiveKernel does not support last_dim_is_batch.")
@@ -548,9 +575,19 @@ class AdditiveKernel(Kernel):
             # k(X) (GPyTorch passes X twice): base kernels and sum on the lower triangle, half the passes
             n = x1.shape[0]
             calls = len(getattr(self.base_kernel, "kernels", ()))  # FeatureStackKernel: one kernel per group
+            if not self._needs_graph(x1, x2) and use_compiled(x1):
+                return self._symmetric_values(x1, calls)
             blocks = [self.base_matrices(x1[r0:r1], x1[:r1])
                       for r0, r1 in _row_blocks(0, n, _base_block(n, max(calls, 1)))]
             return symmetric_additive_sum(blocks, self.order_variances.to(blocks[0]))
+        if not diag and x1.dim() == 2 and x2.dim() == 2 and x1.device.type == "cpu" and not self._needs_graph(x1, x2):
+            step = self._no_grad_rows(x1, x2.shape[0])
+            if x1.shape[0] > step:  # in row blocks (elementwise: the same values as one call)
+                variances = self.order_variances.to(x1)
+                out = x1.new_empty(x1.shape[0], x2.shape[0])
+                for r0 in range(0, x1.shape[0], step):
+                    out[r0:r0 + step] = additive_sum(self.base_matrices(x1[r0:r0 + step], x2).movedim(-3, 0), variances)
+                return out
         base = self.base_matrices(x1, x2, diag=diag)
         variances = self.order_variances.to(base)
         if diag:
