@@ -414,3 +414,23 @@ def test_order_variances_from_python_floats_keep_float64():
     assert kern.order_variances.dtype == torch.float64
     torch.testing.assert_close(kern.order_variances.detach(), torch.tensor([0.1, 0.3, 0.7], dtype=torch.float64),
                                rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("rows", [7, 256])
+def test_triangle_copies_in_panels_equal_the_whole_matrix_forms(rows, monkeypatch):
+    """k(X, X)'s upper triangle copied from the lower one, and the backward's G + Gᵀ on the strict
+    lower triangle (G on the diagonal), panel by panel, equal the whole-matrix expressions."""
+    from hdgp.kernels import additive_kernel as module
+
+    monkeypatch.setattr(module, "_MIRROR_ROWS", rows)
+    gen = torch.Generator().manual_seed(0)
+    n = 40
+    a = torch.randn(n, n, generator=gen, dtype=torch.float64)
+    upper = torch.ones(n, n, dtype=torch.bool).triu_(1)
+    assert torch.equal(module._mirror_lower(a.clone()), torch.where(upper, a.T, a))
+    lower = torch.ones(n, n, dtype=torch.bool).tril_(-1)
+    folded = module._fold_upper_onto_lower(a)
+    assert torch.equal(torch.where(lower, folded, 0.0), torch.where(lower, a + a.T, 0.0))
+    assert torch.equal(folded.diagonal(), a.diagonal())
+    expanded = torch.ones(()).expand(n, n)  # a grad_out of .sum(): stride 0, read-only
+    assert torch.equal(module._fold_upper_onto_lower(expanded), torch.full((n, n), 2.0).tril(-1) + torch.eye(n))
