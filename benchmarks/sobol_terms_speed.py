@@ -16,7 +16,8 @@ the Sobol matrices of constrained SE kernels under Gaussian measures:
 Cases: an exact fit (housing-sized, n = 456, D = 13, R = 10: every term), a sparse fit
 (elevators-sized: m = 512 inducing points, D = 18, R = 10: orders up to 7), and the same sparse
 fit with 7 of 18 features switched off (length-scale 1e9: their Sobol matrices are exactly zero,
-as those of 7 features of a sparse OAK fit on elevators; at 1e6 they hold rounding noise, 1e-16). Values of the three paths agree to round-off (``max_rel_diff``).
+as those of 7 features of a sparse OAK fit on elevators; at 1e6 they hold rounding noise, 1e-16).
+Values of the three paths agree to round-off (``max_rel_diff``).
 
 Example
 -------
