@@ -290,8 +290,7 @@ def component_mean(posterior, term: Sequence[int], Xs: torch.Tensor) -> torch.Te
     The empty term gives the order-0 component :math:`\sigma_0^2 \mathbf 1^\top\alpha`
     (the constant mean :math:`c` is not included).
     """
-    _, s2, cross = _term_cross(_require_additive(posterior.kernel), term, Xs, posterior.X)
-    return s2 * cross @ posterior.alpha
+    return component_means(posterior, [term], Xs)[0]
 
 
 #: Bytes of the base matrices of one row block in :func:`component_means`.
