@@ -27,6 +27,10 @@ def _stored_split(spec: DatasetSpec, split: int, data_dir):
 
         b = load(name, split=split, data_dir=data_dir, standardize=False, **spec.kwargs)
         return b.X_train, b.y_train, b.X_test, b.y_test, b.n_splits
+    if spec.source == "bayesian-benchmarks":
+        from hdgp.data.bayesian_benchmarks import N_SPLITS, load_bb_split
+
+        return (*load_bb_split(name, split, data_dir), N_SPLITS)
     from hdgp.data.sigp import load_sigp, load_sigp_split
 
     if spec.source == "sigp-fixed":

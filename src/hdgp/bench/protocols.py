@@ -32,8 +32,8 @@ __all__ = [
 
 #: How inputs and target are scaled before the model sees them (training statistics only).
 NORMALISATIONS = ("zscore", "x-only", "y-only", "none")
-#: Where a data set comes from: :func:`hdgp.data.load` or the SIGP paper's files.
-SOURCES = ("registry", "sigp-fixed", "sigp-random")
+#: Where a data set comes from: :func:`hdgp.data.load`, the SIGP paper's files, or the OAK paper's splits.
+SOURCES = ("registry", "sigp-fixed", "sigp-random", "bayesian-benchmarks")
 _TASKS = ("regression", "classification")
 _TARGET_TRANSFORMS = (None, "exp")
 
@@ -46,10 +46,13 @@ class DatasetSpec:
     ----------
     name : str
         Name used in results and reports.
-    source : {"registry", "sigp-fixed", "sigp-random"}
+    source : {"registry", "sigp-fixed", "sigp-random", "bayesian-benchmarks"}
         ``"registry"``: :func:`hdgp.data.load` (UCI fixed splits, synthetic, sklearn);
         ``"sigp-fixed"``: the SIGP paper's fixed train/test split;
-        ``"sigp-random"``: seeded random splits holding out ``n_test`` rows.
+        ``"sigp-random"``: seeded random splits holding out ``n_test`` rows;
+        ``"bayesian-benchmarks"``: the OAK paper's own splits, standardised with
+        all rows' statistics as that paper's suite did
+        (:mod:`hdgp.data.bayesian_benchmarks`; ``name`` is the paper's).
     loader_name : str or None
         Name passed to the loader when it differs from ``name``.
     task : {"regression", "classification"}
@@ -445,6 +448,41 @@ _OAK = Protocol(
     extras=("truncation-curve",),
 )
 
+_OAK_PAPER_SPLITS = Protocol(
+    name="oak-table5-paper-splits",
+    description="Lu, Boukouvalas & Hensman (2022), Tables 5-6 on the paper's own splits (Bayesian benchmarks).",
+    datasets=tuple(DatasetSpec(n, source="bayesian-benchmarks")
+                   for n in ("boston", "energy", "servo", "machine", "fertility", "stock", "forest", "airfoil",
+                             "gas", "elevators", "kin40k")),
+    models=(*_models("OAK", "Linear", "RBF-ARD"), ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}),
+            ModelSpec("OAK-SGPR", "OAK", {"max_order": 3, "inference": "sparse", "n_inducing": 200},
+                      datasets=("gas",))),
+    metrics=("rmse", "nlpd"),
+    normalisation="none",
+    references=(
+        ReferenceSpec("oak_table5_regression_rmse.csv", "rmse", value_column="mean", spread_column="std",
+                      spread="std", n_repeats=10, model_aliases={"OAK": ["OAK", "OAK-5-starts", "OAK-SGPR"]}),
+        ReferenceSpec("oak_table6_regression_loglik.csv", "nlpd", value_column="mean", spread_column="std",
+                      spread="std", n_repeats=10, sign=-1,
+                      model_aliases={"OAK": ["OAK", "OAK-5-starts", "OAK-SGPR"]}),
+    ),
+    notes=("The paper's own 10 splits, rebuilt (hdgp.data.bayesian_benchmarks): the paper ran Tables 5-6 "
+           "through the Bayesian benchmarks suite, which standardises inputs and target with the statistics of "
+           "all rows, shuffles the rows with NumPy's legacy generator seeded by the split number and trains on "
+           "the first 90 %. On the shared files' rows this reproduces the paper's deterministic baselines "
+           "(scikit-learn LinearRegression, KNN, SVR) to its three decimals on machine, servo, fertility, "
+           "forest, stock, airfoil, gas, kin40k and boston (boston from the SIGP folder's raw file, parsed by "
+           "pandas.read_fwf as the suite did, which cuts leading digits off RAD, DIS and CRIM); energy's rows "
+           "are re-sorted into the UCI spreadsheet's order (KNN and SVR match, least squares on its singular "
+           "design does not). Models see the data as the paper's did (normalisation 'none': already "
+           "standardised); metrics are on that standardised target, as the paper's. Linear here is hdgp's "
+           "Bayesian linear GP, not least squares, so it differs from the paper's Linear where least squares is "
+           "ill-conditioned (gas, elevators). OAK-SGPR is oak-table5's recipe for gas (order 3, 200 inducing "
+           "points); elevators and kin40k fit sparse by the OAK estimator's default (SGPR, 512 inducing points). "
+           "yacht and protein cannot be rebuilt (see the module)."),
+    plots=("rmse", "sobol-by-order"),
+)
+
 #: (data set, test rows T of the paper's Table 1, positive label) of the sets without a stated split
 _SIGP_LAST_ROWS = (("german", 300, 2.0), ("heart", 100, 2.0), ("cancer", 200, 4.0))
 _SIGP_BINARY = tuple(name for row in _SIGP_LAST_ROWS for name in (row[0], f"{row[0]}-last{row[1]}"))
@@ -596,8 +634,8 @@ _OAK_FIG3 = Protocol(
 )
 
 #: Built-in protocols by name.
-PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (_RPA, _DUVENAUD, _OAK, _SIGP, _ALL, _FIG3, _FIG5, _FIG6,
-                                                      _OAK_FIG3)}
+PROTOCOLS: dict[str, Protocol] = {p.name: p for p in (_RPA, _DUVENAUD, _OAK, _OAK_PAPER_SPLITS, _SIGP, _ALL, _FIG3,
+                                                      _FIG5, _FIG6, _OAK_FIG3)}
 
 
 def protocol_names() -> list[str]:
