@@ -386,7 +386,7 @@ _DUVENAUD = Protocol(
 _OAK_DATASETS = {"boston": "housing", "keggdirect": "keggdirected", "tamielectr": "tamielectric",
                  "yacht": "yacht-raw"}
 #: The paper's OAK row is compared with both the single-start fit and the multi-start one.
-_OAK_VARIANTS = {"OAK": ["OAK", "OAK-5-starts", "OAK-authors", "OAK-SGPR", "OAK-flow-auto"]}
+_OAK_VARIANTS = {"OAK": ["OAK", "OAK-5-starts", "OAK-authors", "OAK-SGPR", "OAK-flow-auto", "OAK-feature-starts"]}
 
 _OAK = Protocol(
     name="oak-table5",
@@ -400,6 +400,9 @@ _OAK = Protocol(
             ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}),
             ModelSpec("OAK-authors", "OAK", {"log_transform": "shifted", "clip_inputs": True}), *_models("RBF-ARD"),
             ModelSpec("OAK-flow-auto", "OAK", {"flow": "auto"}),
+            ModelSpec("OAK-feature-starts", "OAK", {"feature_starts": True},
+                      datasets=("housing", "energy", "yacht-raw", "servo", "machine", "fertility", "stock", "forest",
+                                "autompg")),
             ModelSpec("OAK-SGPR", "OAK", {"max_order": 3, "inference": "sparse", "n_inducing": 200},
                       datasets=("gas",))),
     metrics=("rmse", "nlpd"),
@@ -437,7 +440,9 @@ _OAK = Protocol(
            "features only, whose orders above 3 carry no Sobol mass). OAK-5-starts keeps the best marginal "
            "likelihood of the default start and four perturbed ones (n_restarts=4): on some splits (yacht) the default start ends in a "
            "worse local optimum. OAK-flow-auto warps only skewed or heavy-tailed features (flow='auto'): "
-           "light-tailed, roughly symmetric ones are standardised only. "
+           "light-tailed, roughly symmetric ones are standardised only. OAK-feature-starts adds one start per "
+           "continuous feature with that feature's length-scale short (feature_starts=True; best MAP objective "
+           "kept). "
            "The paper fitted sets of N >= 1000 training rows with SGPR (appendix H), so "
            "its airfoil (1,353 rows) is sparse where ours is exact; and it used the empirical measure without "
            "a flow on concrete (Sec. 5.1), where ours keeps the default flow. "
@@ -448,23 +453,26 @@ _OAK = Protocol(
     extras=("truncation-curve",),
 )
 
+#: Sets of Table 5 with at most 1,000 training rows on the paper's splits (cheap enough for per-feature starts).
+_OAK_SMALL_PAPER_SETS = ("boston", "energy", "servo", "machine", "fertility", "stock", "forest")
 _OAK_PAPER_SPLITS = Protocol(
     name="oak-table5-paper-splits",
     description="Lu, Boukouvalas & Hensman (2022), Tables 5-6 on the paper's own splits (Bayesian benchmarks).",
     datasets=tuple(DatasetSpec(n, source="bayesian-benchmarks")
                    for n in ("boston", "energy", "servo", "machine", "fertility", "stock", "forest", "airfoil",
                              "gas", "elevators", "kin40k")),
-    models=(*_models("OAK", "Linear", "RBF-ARD"), ModelSpec("OAK-5-starts", "OAK", {"n_restarts": 4}),
+    models=(*_models("OAK", "Linear", "RBF-ARD"),
+            ModelSpec("OAK-feature-starts", "OAK", {"feature_starts": True}, datasets=_OAK_SMALL_PAPER_SETS),
             ModelSpec("OAK-SGPR", "OAK", {"max_order": 3, "inference": "sparse", "n_inducing": 200},
                       datasets=("gas",))),
     metrics=("rmse", "nlpd"),
     normalisation="none",
     references=(
         ReferenceSpec("oak_table5_regression_rmse.csv", "rmse", value_column="mean", spread_column="std",
-                      spread="std", n_repeats=10, model_aliases={"OAK": ["OAK", "OAK-5-starts", "OAK-SGPR"]}),
+                      spread="std", n_repeats=10, model_aliases={"OAK": ["OAK", "OAK-feature-starts", "OAK-SGPR"]}),
         ReferenceSpec("oak_table6_regression_loglik.csv", "nlpd", value_column="mean", spread_column="std",
                       spread="std", n_repeats=10, sign=-1,
-                      model_aliases={"OAK": ["OAK", "OAK-5-starts", "OAK-SGPR"]}),
+                      model_aliases={"OAK": ["OAK", "OAK-feature-starts", "OAK-SGPR"]}),
     ),
     notes=("The paper's own 10 splits, rebuilt (hdgp.data.bayesian_benchmarks): the paper ran Tables 5-6 "
            "through the Bayesian benchmarks suite, which standardises inputs and target with the statistics of "
@@ -479,6 +487,10 @@ _OAK_PAPER_SPLITS = Protocol(
            "Bayesian linear GP, not least squares, so it differs from the paper's Linear where least squares is "
            "ill-conditioned (gas, elevators). OAK-SGPR is oak-table5's recipe for gas (order 3, 200 inducing "
            "points); elevators and kin40k fit sparse by the OAK estimator's default (SGPR, 512 inducing points). "
+           "OAK-feature-starts also trains from one start per continuous feature with that feature's "
+           "length-scale short (feature_starts=True) and keeps the best MAP objective; on machine the "
+           "authors' own code (run on these splits: 0.281 +- 0.042, the paper's number) reaches such an "
+           "optimum from its default start, where our L-BFGS does not. "
            "yacht and protein cannot be rebuilt (see the module)."),
     plots=("rmse", "sobol-by-order"),
 )
