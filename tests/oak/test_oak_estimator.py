@@ -530,9 +530,11 @@ def test_astronomical_inputs_give_a_finite_full_covariance():
 
 
 def test_feature_starts_train_one_start_per_continuous_feature_and_keep_the_lowest():
-    rng = np.random.default_rng(7)
-    X = np.column_stack([rng.normal(size=60), rng.normal(size=60), rng.integers(0, 2, 60)])  # x2: two-point
-    y = np.sin(6 * X[:, 0]) + X[:, 1] + 0.1 * rng.normal(size=60)
+    # x0: 25 codes with unrelated effects (a lookup table: fine detail), x1 smooth, x2 two-point
+    rng = np.random.default_rng(0)
+    effects, codes = rng.normal(size=25), rng.integers(0, 25, 80)
+    X = np.column_stack([codes, rng.normal(size=80), rng.integers(0, 2, 80)]).astype(float)
+    y = effects[codes] + 0.5 * X[:, 1] + 0.3 * X[:, 2] + 0.05 * rng.normal(size=80)
     plain = OAKRegressor(max_order=2, random_state=0).fit(X, y)
     est = OAKRegressor(max_order=2, feature_starts=True, random_state=0).fit(X, y)
     assert list(est.start_losses_) == ["authors", "short x0", "short x1"]  # not the two-point column
@@ -546,6 +548,12 @@ def test_feature_starts_train_one_start_per_continuous_feature_and_keep_the_lowe
         assert float(start[1 - position]) == 1.0
     with pytest.raises(ValueError, match="feature_starts must be True or False"):
         OAKRegressor(feature_starts="yes").fit(X, y)
+    # a warm start from a feature start, after feature_starts is switched off, starts from the fitted model
+    est.set_params(warm_start=True).fit(X, y)
+    won = est.best_candidate_
+    assert won > 0  # the short start of the lookup-table column x0 ends lower
+    est.set_params(feature_starts=False).fit(X, y)
+    assert est.best_candidate_ == won and list(est.start_losses_) == ["warm"]
 
 
 @pytest.mark.data

@@ -543,9 +543,10 @@ class OAKRegressor(BaseGPRegressor):
         """Length-scales of the continuous features at the start being trained (``_candidate_``; model
         files from before the smooth start lack it, and a rebuilt model's values are overwritten)."""
         candidate = getattr(self, "_candidate_", 0)
-        if not candidate:
+        starts = self._starts() if candidate else ()
+        if candidate >= len(starts):  # the authors' start; or a warm start, whose parameters replace these
             return
-        name, position = self._starts()[candidate]
+        name, position = starts[candidate]
         if name == "smooth":
             continuous.lengthscale = SMOOTH_START_LENGTHSCALE
         elif position is not None:
@@ -557,8 +558,8 @@ class OAKRegressor(BaseGPRegressor):
         return len(self._starts())
 
     def _record_candidates(self, model, losses: dict) -> None:
-        starts = self._starts()
-        self.start_losses_ = {starts[c][0]: loss for c, loss in losses.items()}
+        starts = self._starts()  # a warm start after feature_starts was switched off can name a start beyond them
+        self.start_losses_ = {starts[c][0] if c < len(starts) else "warm": loss for c, loss in losses.items()}
 
     def _discrete_columns(self) -> tuple:
         """Every binary and categorical column: the constrained categorical kernel reads
