@@ -467,10 +467,11 @@ _OAK_PAPER_SPLITS = Protocol(
                              "gas", "elevators", "kin40k")),
     models=(*_models("OAK", "Linear", "RBF-ARD"),
             ModelSpec("OAK-feature-starts", "OAK", {"feature_starts": True}, datasets=_OAK_SMALL_PAPER_SETS),
+            ModelSpec("OAK-low-noise", "OAK", {"low_noise_start": True}, datasets=(*_OAK_SMALL_PAPER_SETS, "airfoil")),
             _OAK_SGPR_GAS),
     metrics=("rmse", "nlpd"),
     normalisation="none",
-    references=_oak_references(model_aliases={"OAK": ["OAK", "OAK-feature-starts", "OAK-SGPR"]}),
+    references=_oak_references(model_aliases={"OAK": ["OAK", "OAK-feature-starts", "OAK-low-noise", "OAK-SGPR"]}),
     notes=("The paper's own 10 splits, rebuilt (hdgp.data.bayesian_benchmarks): the paper ran Tables 5-6 "
            "through the Bayesian benchmarks suite, which standardises inputs and target with the statistics of "
            "all rows, shuffles the rows with NumPy's legacy generator seeded by the split number and trains on "
@@ -487,7 +488,10 @@ _OAK_PAPER_SPLITS = Protocol(
            "OAK-feature-starts also trains from one start per continuous feature with that feature's "
            "length-scale short (feature_starts=True) and keeps the best MAP objective; on machine the "
            "authors' own code (run on these splits: 0.281 +- 0.042, the paper's number) reaches such an "
-           "optimum from its default start, where our L-BFGS does not. "
+           "optimum from its default start, where our L-BFGS does not. OAK-low-noise also trains from the "
+           "authors' start with the noise variance at twice its lower bound (low_noise_start=True); on energy, "
+           "a simulation, the authors' code (0.036 +- 0.011 on these splits, the paper's number) reaches "
+           "optima with almost no noise that our default noise start does not. "
            "yacht and protein cannot be rebuilt (see the module)."),
     plots=("rmse", "sobol-by-order"),
 )
