@@ -480,3 +480,67 @@ def test_decision_function_agrees_with_predict_under_class_weight():
             logits = np.c_[-a * scores, a * scores] if scores.ndim == 1 else a * scores
             proba = np.exp(logits - logits.max(1, keepdims=True))
             np.testing.assert_allclose(proba / proba.sum(1, keepdims=True), clf.predict_proba(X_new), atol=1e-12)
+
+
+def test_scoring_of_the_regressor_sees_held_out_means_in_the_target_units():
+    """scikit-learn's neg_mean_squared_error on the raw target is the default score (minus the MSE of
+    the standardised target) times y_scale_**2, candidate by candidate."""
+    X, y = _regression(n=80)
+    kw = dict(rank=[1, 3], lengthscale=[0.5, 2.0], eta=1e-3, cv=3)
+    default = SIGPRegressor(**kw).fit(X, y)
+    raw = SIGPRegressor(scoring="neg_mean_squared_error", **kw).fit(X, y)
+    assert raw.cv_scores_.keys() == default.cv_scores_.keys()
+    for key, value in default.cv_scores_.items():
+        assert raw.cv_scores_[key] == pytest.approx(value * default.y_scale_**2, rel=1e-10)
+    assert raw.best_params_ == default.best_params_
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_scoring_of_the_classifier_sees_latent_scores_and_original_labels(n_classes):
+    """A user scorer of the decision function that computes the default's squared error of the ±1 codes
+    reproduces the default scores exactly, so the held-out decisions, their columns and the labels all
+    reach the scorer as scikit-learn's would; predict is their sign / arg-max."""
+    from sklearn.metrics import accuracy_score, make_scorer
+    from sklearn.model_selection import StratifiedKFold
+
+    X, y = _regression(n=90)
+    labels = np.array(["low", "mid", "top"])[:n_classes]
+    y = labels[np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))]
+    kw = dict(rank=[1, 2], lengthscale=[0.5, 2.0], eta=1e-3, cv=3)
+
+    def neg_code_error(truth, scores):
+        codes = 2.0 * (truth[:, None] == labels[None, :]) - 1.0
+        return -np.mean((codes[:, 1:] - scores[:, None]) ** 2) if scores.ndim == 1 else -np.mean((codes - scores) ** 2)
+
+    default = SIGPClassifier(**kw).fit(X, y)
+    mirrored = SIGPClassifier(scoring=make_scorer(neg_code_error, response_method="decision_function"), **kw)
+    mirrored.fit(X, y)
+    assert mirrored.cv_scores_.keys() == default.cv_scores_.keys()
+    for key, value in default.cv_scores_.items():
+        assert mirrored.cv_scores_[key] == pytest.approx(value, rel=1e-10)
+
+    seen = []
+
+    def accuracy_from_scores(estimator, X_val, truth):
+        scores = estimator.decision_function(X_val)
+        winner = (scores > 0).astype(int) if scores.ndim == 1 else scores.argmax(1)
+        np.testing.assert_array_equal(estimator.predict(X_val), labels[winner])
+        seen.append(truth)
+        return accuracy_score(truth, estimator.predict(X_val))
+
+    by_hand = SIGPClassifier(scoring=accuracy_from_scores, **kw).fit(X, y)
+    by_name = SIGPClassifier(scoring="accuracy", **kw).fit(X, y)
+    assert by_hand.cv_scores_ == by_name.cv_scores_
+    assert all(0.0 <= v <= 1.0 for v in by_name.cv_scores_.values())
+    folds = [val for _, val in StratifiedKFold(3).split(X, y)]
+    for i, truth in enumerate(seen):  # grid points in the inner loop, folds in the outer
+        np.testing.assert_array_equal(truth, y[folds[i // len(default.cv_scores_)]])
+
+
+def test_scoring_that_needs_probabilities_is_a_clear_error():
+    X, y = _regression(n=60)
+    labels = (y > np.median(y)).astype(int)
+    with pytest.raises(ValueError, match="needs predicted probabilities"):
+        SIGPClassifier(rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="neg_log_loss").fit(X, labels)
+    with pytest.raises(ValueError, match="scoring"):
+        SIGPRegressor(rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="no such scorer").fit(X, y)
