@@ -66,9 +66,10 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         without ARD the fitted model depends strongly on which set was drawn
         (energy, DPA-GP: test RMSE 0.06-0.16 over eight seeds, ranked like the
         marginal likelihood). With 5 sets, Table 1 of the paper improves from a few
-        hundred rows on (energy, housing with ARD, autompg); on 200 rows or fewer the
-        marginal likelihood over-fits the choice and test RMSE got worse on average
-        (``benchmarks/results/projected/README.md``).
+        hundred rows on for some models (housing and autompg with ARD, yacht without)
+        and gets worse for others (housing without ARD, energy's DPA-GP); on 200 rows
+        or fewer the marginal likelihood over-fits the choice and test RMSE got worse on
+        average (``benchmarks/results/projected/README.md``).
     grid_size : int, default=512
         Grid points per projection for SKI inference.
     ski_options : dict or None, default=None

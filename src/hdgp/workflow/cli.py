@@ -22,8 +22,8 @@ from ..exceptions import HDGPWarning
 __all__ = ["fit", "predict", "explain"]
 
 _MODEL_HELP = ("Model: auto, oak, additive, dpa-gp-ard, sigp, rbf-ard or any name from `hdgp presets` "
-               "(case-insensitive). Classification: auto, oak, rbf-ard or sigp (their classifiers), "
-               "oak-classifier, gp-classifier, sigp-classifier.")
+               "(case-insensitive). Classification: auto, oak, rbf-ard, sigp or additive (their "
+               "classifiers), oak-classifier, gp-classifier, sigp-classifier, additive-classifier.")
 
 
 def _columns(values, table_columns=()) -> list[str]:
