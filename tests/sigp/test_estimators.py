@@ -544,3 +544,26 @@ def test_scoring_that_needs_probabilities_is_a_clear_error():
         SIGPClassifier(rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="neg_log_loss").fit(X, labels)
     with pytest.raises(ValueError, match="scoring"):
         SIGPRegressor(rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="no such scorer").fit(X, y)
+
+
+def test_temperature_of_separable_held_out_scores_is_platts_closed_form():
+    """With Platt's targets (n_k + 1)/(n_k + 2) the fitted link of held-out scores +-s that separate two
+    classes of n rows each solves sigmoid(2 a s) = (n + 1)/(n + 2): a = log(n + 1)/(2 s). With 0/1 targets
+    the maximum-likelihood a is infinite (it ran to the search bound, e^6)."""
+    n, s = 20, 0.8
+    codes = np.repeat([0, 1], n)
+    scores = SIGPClassifier._scores_matrix(torch.as_tensor(np.where(codes == 1, s, -s), dtype=torch.float64)[:, None])
+    assert SIGPClassifier._fit_temperature(scores, codes) == pytest.approx(np.log(n + 1) / (2 * s), rel=1e-4)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_probabilities_on_separable_data_are_not_certain_on_the_wrong_side(seed):
+    """40 rows split by x > 0: every held-out score was on the right side, the temperature went to 103-140
+    and test points a little beyond the fitted boundary got the wrong class with probability 1 (test
+    log-loss 1.20 and 0.40 for seeds 0 and 3; an exact GP classifier gets 0.07)."""
+    rng = np.random.default_rng(seed)
+    X, X_test = rng.normal(size=(40, 1)), rng.normal(size=(400, 1))
+    y, y_test = (X[:, 0] > 0).astype(int), (X_test[:, 0] > 0).astype(int)
+    clf = SIGPClassifier(random_state=0).fit(X, y)
+    p = clf.predict_proba(X_test)[np.arange(400), y_test]
+    assert clf.temperature_ < 5 and -np.log(p).mean() < 0.2 and p.min() > 0.1

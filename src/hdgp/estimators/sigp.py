@@ -797,13 +797,26 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         z = z - z.max(1, keepdims=True)
         return z - np.log(np.exp(z).sum(1, keepdims=True))
 
-    def _fit_temperature(self, scores: np.ndarray, codes: np.ndarray) -> float:
-        """Maximum-likelihood inverse temperature of the softmax on held-out ``scores`` (out-of-fold or
-        leave-one-out latent means, never in-sample ones)."""
-        idx = np.arange(codes.size)
+    @staticmethod
+    def _fit_temperature(scores: np.ndarray, codes: np.ndarray) -> float:
+        r"""Inverse temperature of the softmax fitted to held-out ``scores`` (out-of-fold or
+        leave-one-out latent means, never in-sample ones) by cross-entropy with Platt's targets.
+
+        A row of class :math:`k` (:math:`n_k` rows) has target :math:`(n_k + 1)/(n_k + 2)` on its
+        class and :math:`1/((n_k + 2)(K - 1))` on each other (Platt 1999, the prior of
+        Laplace's rule of succession; for two classes his targets exactly). With hard 0/1
+        targets the maximum-likelihood temperature of held-out scores that separate the
+        classes is infinite: on 40 separable rows it ran to the search bound, and test points
+        on the wrong side of the true boundary got probability 1e-83.
+        """
+        n_classes = scores.shape[1]
+        counts = np.bincount(codes, minlength=n_classes).astype(float)
+        hit = (counts[codes] + 1.0) / (counts[codes] + 2.0)
+        targets = np.repeat(((1.0 - hit) / (n_classes - 1))[:, None], n_classes, axis=1)
+        targets[np.arange(codes.size), codes] = hit
 
         def nll(log_a):
-            return -self._log_softmax(scores, math.exp(log_a))[idx, codes].mean()
+            return -(targets * SIGPClassifier._log_softmax(scores, math.exp(log_a))).sum(1).mean()
 
         res = minimize_scalar(nll, bounds=(-6.0, 6.0), method="bounded")
         return float(math.exp(res.x))
