@@ -204,6 +204,9 @@ def test_numeric_only_estimators_name_the_dataframe_columns_that_are_not_numbers
     est = hdgp.preset(name, max_iter=2).fit(frame[["x", "n"]], y)  # an object column of numbers is numbers
     with pytest.raises(ValueError, match=r"column\(s\) 'n' \("):
         est.predict(frame[["x", "n"]].assign(n="text"))
+    repeated = pd.DataFrame(X[:, :3], columns=["a", "a", "b"])  # it was an AttributeError inside pandas
+    with pytest.raises(ValueError, match="Column names must be unique; 'a' appears more than once"):
+        hdgp.preset(name, max_iter=2).fit(repeated, y)
 
 
 def test_python_dash_m_runs_the_command_line():
@@ -212,3 +215,12 @@ def test_python_dash_m_runs_the_command_line():
 
     out = subprocess.run([sys.executable, "-m", "hdgp", "--help"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.startswith("Usage: hdgp ")
+
+
+@pytest.mark.parametrize("name", ["GP-classifier", "SIGP-classifier", "OAK-classifier", "Additive-classifier"])
+def test_classifiers_name_missing_class_labels(name):
+    """A None among text labels failed inside np.unique ("'<' not supported between 'NoneType' and 'str'")."""
+    y = np.array(["a", "b"] * 15, dtype=object)
+    y[3] = None
+    with pytest.raises(ValueError, match=r"y has 1 missing class label\(s\) \(None or NaN\), e.g. at row 3"):
+        hdgp.preset(name, max_iter=2).fit(X, y)

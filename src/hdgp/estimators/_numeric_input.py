@@ -1,4 +1,5 @@
-"""Input validation of the estimators that take numbers only (every one but OAK's).
+"""Input validation: the inputs of the estimators that take numbers only (every one but OAK's),
+DataFrame column names and class labels.
 
 scikit-learn's ``validate_data`` turns a DataFrame with a text, categorical or date column
 into a float array and fails inside NumPy ("could not convert string to float: 'z'",
@@ -8,10 +9,12 @@ refused here first, by name.
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-__all__ = ["validate_numeric"]
+__all__ = ["check_class_labels", "check_unique_columns", "validate_numeric"]
 
 _SHOWN = 5
 
@@ -20,6 +23,7 @@ def validate_numeric(estimator, X, y="no_validation", **kwargs):
     """``sklearn.utils.validation.validate_data(estimator, X, y, **kwargs)`` after refusing the
     DataFrame columns of ``X`` that hold something other than numbers (or booleans)."""
     if isinstance(X, pd.DataFrame):
+        check_unique_columns(X)
         bad = [f"{c!r} ({X[c].dtype})" for c in X.columns if not _numeric(X[c])]
         if bad:
             raise ValueError(
@@ -30,6 +34,36 @@ def validate_numeric(estimator, X, y="no_validation", **kwargs):
                 "with hdgp.workflow.fit_table (the `hdgp fit` command), which encodes categories and dates."
             )
     return validate_data(estimator, X, y, **kwargs)
+
+
+def check_unique_columns(frame: pd.DataFrame) -> None:
+    """Refuse a DataFrame whose column names repeat (``frame[name]`` would be a table, not a column).
+
+    Raises
+    ------
+    ValueError
+        Naming the repeated columns.
+    """
+    repeated = frame.columns[frame.columns.duplicated()].unique()
+    if len(repeated):
+        raise ValueError(f"Column names must be unique; {', '.join(map(repr, repeated))} "
+                         f"appear{'s' if len(repeated) == 1 else ''} more than once.")
+
+
+def check_class_labels(y: np.ndarray) -> None:
+    """scikit-learn's ``check_classification_targets`` after refusing missing labels (None, NaN),
+    which would fail inside ``np.unique`` ("'<' not supported between 'NoneType' and 'str'").
+
+    Raises
+    ------
+    ValueError
+        If a label is missing or the labels are not classes (e.g. continuous values).
+    """
+    missing = pd.isna(np.asarray(y, dtype=object))
+    if missing.any():
+        raise ValueError(f"y has {int(missing.sum())} missing class label(s) (None or NaN), e.g. at row "
+                         f"{int(np.flatnonzero(missing)[0])}; drop those rows or give them a label.")
+    check_classification_targets(y)
 
 
 def _numeric(column: pd.Series) -> bool:

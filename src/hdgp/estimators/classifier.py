@@ -31,7 +31,6 @@ import torch
 from gpytorch.kernels import Kernel
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 
 from .._scaling import StandardizedInputs
@@ -40,7 +39,7 @@ from ..inference.variational import SVGPModel, fit_svgp
 from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
-from ._numeric_input import validate_numeric
+from ._numeric_input import check_class_labels, validate_numeric
 from ._pickle_version import VersionedPickle
 from ._repr import LearnedRepr
 from .gp import KERNELS
@@ -250,7 +249,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         self
         """
         X, y = self._check_X(X, y, fit=True)
-        check_classification_targets(y)
+        check_class_labels(y)
         self._validate_params()
         self.classes_, codes = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:

@@ -21,6 +21,7 @@ from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, Constraine
 from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
 from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
+from ._numeric_input import check_unique_columns
 from .additive import resolve_max_order
 
 __all__ = ["OAKRegressor"]
@@ -361,10 +362,7 @@ class OAKRegressor(BaseGPRegressor):
                 return X  # validate_data reports a shape mismatch
             # back to an array, so that scikit-learn still warns that the array has no feature names
             return self._encode_frame(pd.DataFrame(np.asarray(X, dtype=object), columns=columns), fit=False).to_numpy()
-        repeated = X.columns[X.columns.duplicated()].unique()
-        if len(repeated):
-            raise ValueError(f"Column names must be unique; {', '.join(map(repr, repeated))} "
-                             f"appear{'s' if len(repeated) == 1 else ''} more than once.")
+        check_unique_columns(X)
         if fit:
             self.frame_columns_ = list(X.columns)
             self.frame_levels_ = {

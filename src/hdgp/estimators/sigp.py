@@ -47,7 +47,6 @@ import torch
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.model_selection import KFold, StratifiedKFold, check_cv
-from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted
 from tqdm.auto import tqdm
 
@@ -63,7 +62,7 @@ from ._base import _is_int, atomic_fit
 from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
-from ._numeric_input import validate_numeric
+from ._numeric_input import check_class_labels, validate_numeric
 from ._repr import LearnedRepr
 from ._variance_scale import VarianceScaling
 
@@ -743,7 +742,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
         self
         """
         X, y = validate_numeric(self, X, y, dtype=np.float64, order="C")
-        check_classification_targets(y)
+        check_class_labels(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
         if self.classes_.size < 2:
             raise ValueError(
