@@ -542,8 +542,13 @@ def test_scoring_that_needs_probabilities_is_a_clear_error():
     labels = (y > np.median(y)).astype(int)
     with pytest.raises(ValueError, match="needs predicted probabilities"):
         SIGPClassifier(rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="neg_log_loss").fit(X, labels)
-    with pytest.raises(ValueError, match="scoring"):
-        SIGPRegressor(rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="no such scorer").fit(X, y)
+    kw = dict(rank=1, lengthscale=[1.0, 2.0], eta=1e-3)
+    with pytest.raises(ValueError, match="scoring='no such scorer' is not a scikit-learn scorer"):
+        SIGPRegressor(scoring="no such scorer", **kw).fit(X, y)
+    with pytest.raises(ValueError, match="scoring='accuracy' failed on the held-out predictions .* of SIGPRegressor"):
+        SIGPRegressor(scoring="accuracy", **kw).fit(X, y)  # a classification metric of a regressor
+    with pytest.raises(ValueError, match="gave nan on a cross-validation fold"):
+        SIGPRegressor(scoring=lambda estimator, X_val, y_val: float("nan"), **kw).fit(X, y)
 
 
 def test_temperature_of_separable_held_out_scores_is_platts_closed_form():

@@ -8,7 +8,8 @@ scikit-learn's ``GridSearchCV`` accepts: a scorer name (``"r2"``, ``"accuracy"``
 estimator to call, so each fold's predictions are wrapped in a frozen one
 (:class:`_HeldOutRegressor`, :class:`_HeldOutClassifier`) whose ``predict`` and
 ``decision_function`` return them, in the target's units and with the original class
-labels. Every candidate's fold model is fitted once whatever the scorer: the scorer only
+labels; the ``X`` a scorer gets is a placeholder with one row per held-out sample and no
+columns. Every candidate's fold model is fitted once whatever the scorer: the scorer only
 reads its predictions.
 """
 
@@ -86,12 +87,18 @@ def held_out_score(scoring, estimator, *, y_mean: float = 0.0, y_scale: float = 
     Raises
     ------
     ValueError
-        For a scorer name scikit-learn does not know, or (when scoring) a scorer that needs
-        ``predict_proba``: the probabilities' link is fitted after cross-validation.
+        For a scorer name scikit-learn does not know; when scoring, for a scorer that needs
+        ``predict_proba`` (the probabilities' link is fitted after cross-validation), fails on
+        the held-out predictions (e.g. a classification metric of a regressor) or returns a
+        value that is not a finite number.
     """
     if scoring is None:
         return _neg_mse
-    scorer = check_scoring(estimator, scoring=scoring)
+    try:
+        scorer = check_scoring(estimator, scoring=scoring)
+    except ValueError as exc:
+        raise ValueError(f"scoring={scoring!r} is not a scikit-learn scorer: give None, a name from "
+                         "sklearn.metrics.get_scorer_names() or a callable scorer(estimator, X, y).") from exc
 
     def score(Y_val: torch.Tensor, mean: torch.Tensor) -> float:
         Y_val, mean = Y_val.numpy(), mean.numpy()
@@ -103,7 +110,7 @@ def held_out_score(scoring, estimator, *, y_mean: float = 0.0, y_scale: float = 
             truth = classes[(Y_val[:, 0] > 0).astype(int) if binary else Y_val.argmax(1)]
             held_out = _HeldOutClassifier(mean[:, 0] if binary else mean, classes)
         try:
-            return float(scorer(held_out, np.empty((len(truth), 0)), truth))
+            value = float(scorer(held_out, np.empty((len(truth), 0)), truth))
         except AttributeError as exc:
             if "predict_proba" not in str(exc):
                 raise
@@ -113,5 +120,12 @@ def held_out_score(scoring, estimator, *, y_mean: float = 0.0, y_scale: float = 
                 "scorer of decisions or latent scores, e.g. 'accuracy', 'f1', 'roc_auc' (two classes) "
                 "or 'balanced_accuracy'."
             ) from exc
+        except (ValueError, TypeError) as exc:
+            raise ValueError(f"scoring={scoring!r} failed on the held-out predictions of a cross-validation "
+                             f"fold of {type(estimator).__name__}: {exc}") from exc
+        if not np.isfinite(value):
+            raise ValueError(f"scoring={scoring!r} gave {value} on a cross-validation fold; the score must "
+                             "be a finite number (higher is better).")
+        return value
 
     return score
