@@ -267,6 +267,14 @@ def test_newer_minor_version_loads_with_warning(saved, tmp_path):
     np.testing.assert_array_equal(est.predict(XT), hdgp.load(saved).predict(XT))
 
 
+def test_saving_to_a_folder_names_the_folder(saved, tmp_path):
+    """It failed in the atomic rename, naming the temporary file ("'.m.xxxx.tmp' -> '...'")."""
+    model = hdgp.load(saved)
+    with pytest.raises(IsADirectoryError, match=r"is a folder; give hdgp.save a file name, e.g. .*model\.hdgp"):
+        hdgp.save(model, tmp_path)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_truncated_file_gives_clear_error(saved, tmp_path):
     data = saved.read_bytes()
     for cut in (10, len(data) // 2, len(data) - 30):

@@ -146,10 +146,14 @@ def save(est, path, *, table=None, metadata=None) -> Path:
     ------
     ModelFileError
         If the estimator is not fitted or holds something that cannot be stored.
+    IsADirectoryError
+        If ``path`` is an existing folder.
     """
     if hasattr(est, "_to_model_file"):
         est, table, metadata = est._to_model_file()
     path = Path(path)
+    if path.is_dir():  # the atomic rename would name its temporary file instead
+        raise IsADirectoryError(f"{str(path)!r} is a folder; give hdgp.save a file name, e.g. {str(path / 'model.hdgp')!r}.")
     if type(est).__module__.split(".")[0] != "hdgp" or not hasattr(est, "get_params"):
         name = f"{type(est).__module__}.{type(est).__qualname__}"
         hint = (" Save its final step (pipe[-1]) with hdgp.save, or the whole pipeline with joblib or pickle."
