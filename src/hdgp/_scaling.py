@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
-#: A standard deviation below this fraction of the centre's magnitude is rounding noise.
-_RELATIVE_TOL = 1e-12
+from .exceptions import NumericalWarning
+
+#: A standard deviation below this fraction of the centre's magnitude is rounding noise. A constant
+#: column's computed std is the rounding error of its mean, at most about log2(n) units in the last
+#: place (pairwise summation): below 1e-14 relative for n < 2^40. (It was 1e-12, which also took a
+#: column 1e6 + 1e-7 z, spread over ~900 distinct values, for constant.)
+_RELATIVE_TOL = 1e-14
 
 
 def varies(std, center):
@@ -18,7 +25,8 @@ def varies(std, center):
 
 
 def column_scales(X: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
-    """Column means and standard deviations of ``X``; constant columns get scale 1.
+    """Column means and standard deviations of ``X``; constant columns get scale 1 (with a
+    ``NumericalWarning`` for columns whose values differ at rounding level only).
 
     ``names`` (one per column, e.g. an estimator's ``feature_names_in_``) name the columns in
     the error; otherwise they are numbered.
@@ -29,7 +37,18 @@ def column_scales(X: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
         If a column's values are too large for its variance (their squares overflow).
     """
     mean, std = X.mean(axis=0), column_std(X, names)
-    return mean, np.where(varies(std, mean), std, 1.0)
+    varying = varies(std, mean)
+    differ = ~varying & (X.max(axis=0) > X.min(axis=0))
+    if differ.any():
+        labels = [repr(str(names[j])) if names is not None else str(j) for j in np.flatnonzero(differ)[:5]]
+        warnings.warn(
+            f"Feature column(s) {', '.join(labels)} vary only at rounding level (standard deviation below "
+            f"{_RELATIVE_TOL:g} of their mean) and are treated as constant; subtract their offset (or "
+            "rescale them) to use them.",
+            NumericalWarning,
+            stacklevel=3,
+        )
+    return mean, np.where(varying, std, 1.0)
 
 
 class StandardizedInputs:

@@ -227,6 +227,34 @@ def test_standard_deviations_of_values_whose_squares_underflow():
     assert target_scale(unit * y)[1] / unit == pytest.approx(y.std(), rel=1e-14)
 
 
+def test_columns_that_vary_above_rounding_level_are_kept_and_the_others_named():
+    """A column 1e6 + 1e-7 z (about 900 distinct float64 values) was taken for constant without a word
+    (relative tolerance 1e-12), and a GP on it had R^2 = 1e-11; an exactly constant column stays silent."""
+    from hdgp._scaling import column_scales
+    from hdgp.exceptions import NumericalWarning
+
+    z = np.random.default_rng(8).normal(size=60)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _, scale = column_scales(np.column_stack([1e6 + 1e-7 * z, np.full(60, 3.0)]))
+    assert scale[0] == pytest.approx(1e-7 * z.std(), rel=1e-2) and scale[1] == 1.0  # values on a 1.2e-10 grid
+    assert hdgp.preset("RBF-ARD").fit(np.c_[1e6 + 1e-7 * z], np.sin(2 * z)).score(np.c_[1e6 + 1e-7 * z], np.sin(2 * z)) > 0.99
+    with pytest.warns(NumericalWarning, match=r"Feature column\(s\) 'b' vary only at rounding level"):
+        _, scale = column_scales(np.column_stack([z, 1e6 + 1e-10 * z]), names=["a", "b"])
+    assert scale[1] == 1.0
+
+
+@pytest.mark.parametrize("name", ["RBF-ARD", "Additive", "OAK", "DPA-GP-ARD"])
+def test_a_constant_target_is_fitted_with_a_warning(name):
+    """It was fitted silently, with a predictive std of 0.01 in the target's units whatever they were."""
+    from hdgp.exceptions import NumericalWarning
+
+    X = np.random.default_rng(9).normal(size=(30, 3))
+    with pytest.warns(NumericalWarning, match=r"The target is constant \(1e-09\): the model predicts that value"):
+        model = hdgp.preset(name, max_iter=3).fit(X, np.full(30, 1e-9))
+    np.testing.assert_allclose(model.predict(X[:3]), 1e-9)
+
+
 @pytest.mark.parametrize("name", ["RBF-ARD", "Additive", "OAK", "DPA-GP-ARD", "SIGP"])
 @pytest.mark.parametrize("unit", [1e-13, 1e13, 1e-200])
 def test_inputs_and_target_in_tiny_or_huge_units_give_the_same_model(name, unit):
