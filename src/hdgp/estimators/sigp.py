@@ -560,7 +560,8 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
             raise ValueError(f"subspace must be 'kernel' or 'slicing'; got {self.subspace!r}.")
         self.y_mean_, self.y_scale_ = target_scale(y)
         if not varies(self.y_scale_, self.y_mean_):
-            raise ValueError("The target is constant; SIGP needs a varying target.")
+            raise ValueError(f"The target is constant (or varies only at rounding level around {self.y_mean_:.6g}); "
+                             "SIGP needs a varying target (subtract the offset if it varies).")
         if self.subspace == "slicing":
             if not (isinstance(self.n_slices, numbers.Integral) and self.n_slices >= 2):
                 raise ValueError(f"n_slices must be an integer >= 2; got {self.n_slices!r}.")
