@@ -133,7 +133,7 @@ def test_cross_validation_chooses_from_grid(subspace):
     assert model.best_params_["rank"] in (1, 3)
     assert model.best_params_["lengthscale"] in (0.5, 2.0)
     assert len(model.cv_scores_) == 4  # y_bandwidth is fixed by default
-    assert max(model.cv_scores_.values()) == pytest.approx(
+    assert max(model.cv_scores_.values()) == model.best_score_ == pytest.approx(
         model.cv_scores_[tuple(sorted(model.best_params_.items()))]
     )
     again = SIGPRegressor(**model.get_params()).fit(X, y)

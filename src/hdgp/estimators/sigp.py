@@ -276,7 +276,7 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                 )
             responses = make_responses(Y)
             fixed = all(len(v) == 1 for v in grid.values()) and len(responses) == 1
-            self.variance_scale_, self.cv_scores_ = 1.0, {}
+            self.variance_scale_, self.cv_scores_, self.best_score_ = 1.0, {}, float("nan")
             folds = []
             if not fixed:
                 folds = make_folds()
@@ -317,6 +317,7 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                         stacklevel=4,
                     )
                 else:
+                    self.best_score_ = max(self.cv_scores_.values())  # best's (the first maximum on ties)
                     if not fixed:  # (fixed: the one candidate, already in best_params_ in parameter order)
                         self.best_params_ = best
                     if calibrate and (obstacle := _calibration_obstacle(folds, best["rank"], variance_ratio,
@@ -466,6 +467,8 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
     cv_scores_ : dict
         Mean validation score of every candidate (with ``scoring=None``: minus the MSE in
         standardised units).
+    best_score_ : float
+        The chosen candidate's entry of ``cv_scores_`` (NaN when nothing was cross-validated).
     kernel_rank_, kernel_residual_ : int, float
         Rank and relative trace error of the kernel factor.
     subspace_solver_ : str
@@ -687,7 +690,7 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     class_weight_ : ndarray of shape (n_classes,) or None
         The weights :math:`w_k` in the order of ``classes_``.
     model_ : hdgp.sigp.model.SIGPModel
-    best_params_, cv_scores_, kernel_rank_, kernel_residual_, subspace_solver_, n_iter_, log_likelihood_
+    best_params_, cv_scores_, best_score_, kernel_rank_, kernel_residual_, subspace_solver_, n_iter_, log_likelihood_
         As in :class:`SIGPRegressor`.
     temperature_ : float
         Inverse temperature :math:`a` of the link :math:`p_k \propto \exp(a s_k)`, fitted by
