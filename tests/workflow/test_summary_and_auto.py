@@ -70,6 +70,10 @@ def test_sigp_summary_uses_its_noise_and_parameters():
     assert "hyper-parameters: lengthscale=2.0" in hdgp.summary(est)
     assert q["variance_scale"] == est.variance_scale_
     assert f"predictive variance × {est.variance_scale_:.3g}" in hdgp.summary(est)
+    assert q["cv_score"] == {"value": est.best_score_, "scoring": "minus the mean squared error"}
+    tuned = hdgp.preset("SIGP-classifier", rank=1, lengthscale=[1.0, 2.0], eta=1e-3, scoring="accuracy")
+    tuned.fit(FRAME[["alpha", "beta"]], FRAME["y"] > FRAME["y"].median())
+    assert f"their cross-validation score: {tuned.best_score_:.4g} (accuracy)" in hdgp.summary(tuned)
 
 
 def test_tabular_model_pandas_in_pandas_out():

@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
@@ -108,7 +110,8 @@ def learned_quantities(est, *, classes=None) -> dict:
         at the fitted signal variance, :data:`FLAT_VARIATION`), ``lengthscales_by_class`` and
         ``flat_features_by_class`` (class → the same, for a one-vs-rest classifier),
         ``constant_features`` (one value in every training row, left out of ``lengthscales``),
-        ``log_marginal_likelihood``, ``inference``, ``best_params`` (SIGP),
+        ``log_marginal_likelihood``, ``inference``, ``best_params`` and ``cv_score`` (SIGP: the
+        chosen hyper-parameters' cross-validation score and what it scores, when cross-validated),
         ``n_classes`` and ``temperature`` (classifiers; the latter SIGP's softmax
         inverse temperature), ``class_weights`` (class → weight, when ``class_weight``
         was set), ``variance_scale`` (SIGP's cross-validated variance factor), plus ``n_train`` and ``n_features``. A binary GP /
@@ -175,6 +178,9 @@ def learned_quantities(est, *, classes=None) -> dict:
         out["log_marginal_likelihood"] = float(est.log_marginal_likelihood_value_)
     if hasattr(est, "best_params_"):
         out["best_params"] = {k: (v if isinstance(v, (int, float, str)) else str(v)) for k, v in est.best_params_.items()}
+    if math.isfinite(getattr(est, "best_score_", math.nan)):  # models saved before best_score_ have none
+        out["cv_score"] = {"value": float(est.best_score_),
+                           "scoring": "minus the mean squared error" if est.scoring is None else str(est.scoring)}
     return out
 
 
@@ -234,6 +240,8 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
                      "variance_scale_)")
     if "best_params" in q:
         lines.append("  hyper-parameters: " + ", ".join(f"{k}={v}" for k, v in q["best_params"].items()))
+    if "cv_score" in q:
+        lines.append(f"  their cross-validation score: {q['cv_score']['value']:.4g} ({q['cv_score']['scoring']})")
     if "log_marginal_likelihood" in q:
         bound = q.get("inference") in ("sparse", "variational")  # a lower bound on it, not the value
         name = "evidence lower bound" if bound else "log marginal likelihood"
