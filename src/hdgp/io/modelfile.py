@@ -186,7 +186,8 @@ def save(est, path, *, table=None, metadata=None) -> Path:
         raise ModelFileError(
             f"Cannot save this {cls.__name__}: {exc} Model files hold estimators built from named kernels "
             "and presets; for a model with your own kernel object use pickle (trusted files only). A parameter "
-            "that only fit uses (cv, random_state) can be set to an int with set_params before saving."
+            "that only fit uses can be set to a storable value with set_params before saving (cv or "
+            "random_state to an int, a scorer object in scoring to its name or None)."
         ) from exc
     tensors = dict(encoder.tensors)
     for attribute, index, module in slots:
