@@ -20,7 +20,7 @@ from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
 from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
+from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, as_float64, atomic_fit
 from ._numeric_input import check_unique_columns
 from .additive import resolve_max_order
 
@@ -675,16 +675,16 @@ class OAKRegressor(BaseGPRegressor):
         """
         Xt = self._prepare_predict_inputs(X)
         mean, var = explain.component_posterior(self.posterior_, self._term(term), Xt)
-        mean = mean.cpu().numpy() * self.y_scale_
+        mean = as_float64(mean) * self.y_scale_
         if return_std:
-            return mean, np.sqrt(var.cpu().numpy()) * self.y_scale_
+            return mean, np.sqrt(as_float64(var)) * self.y_scale_
         return mean
 
     def predict_truncated(self, X, terms=None):
         """Posterior mean using only ``terms`` (default ``components_``) plus the constant."""
         Xt = self._prepare_predict_inputs(X)
         terms = self.components_ if terms is None else self._terms(terms)
-        return explain.truncated_mean(self.posterior_, terms, Xt).cpu().numpy() * self.y_scale_ + self.y_mean_
+        return as_float64(explain.truncated_mean(self.posterior_, terms, Xt)) * self.y_scale_ + self.y_mean_
 
     def truncation_curve(self, X, y, max_terms: int = 50):
         """Test RMSE as ranked terms are added (OAK Figs. 5–6).
@@ -701,9 +701,9 @@ class OAKRegressor(BaseGPRegressor):
             raise ValueError(f"X has {Xt.shape[0]} rows but y has {len(y)}.")
         terms = self.sobol_.terms[:max_terms]
         means = explain.component_means(self.posterior_, [(), *terms], Xt)
-        running = (self.posterior_.constant + means[0]).cpu().numpy()
+        running = as_float64(self.posterior_.constant + means[0])
         rmse = []
-        for mean in means[1:].cpu().numpy():
+        for mean in as_float64(means[1:]):
             running = running + mean
             pred = running * self.y_scale_ + self.y_mean_
             rmse.append(float(np.sqrt(np.mean((pred - y) ** 2))))
