@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 
-from .exceptions import NumericalWarning
+from .exceptions import NumericalWarning, warn_caller
 
 #: A standard deviation below this fraction of the centre's magnitude is rounding noise. A constant
 #: column's computed std is the rounding error of its mean, at most about log2(n) units in the last
@@ -41,12 +39,11 @@ def column_scales(X: np.ndarray, names=None) -> tuple[np.ndarray, np.ndarray]:
     differ = ~varying & (X.max(axis=0) > X.min(axis=0))
     if differ.any():
         labels = [repr(str(names[j])) if names is not None else str(j) for j in np.flatnonzero(differ)[:5]]
-        warnings.warn(
+        warn_caller(
             f"Feature column(s) {', '.join(labels)} vary only at rounding level (standard deviation below "
             f"{_RELATIVE_TOL:g} of their mean) and are treated as constant; subtract their offset (or "
             "rescale them) to use them.",
             NumericalWarning,
-            stacklevel=3,
         )
     return mean, np.where(varying, std, 1.0)
 

@@ -165,7 +165,9 @@ def test_dtype_accepts_numpy_and_torch_dtypes_of_the_two_names():
         with pytest.raises(ValueError, match=r"dtype must be one of \['float32', 'float64'\]"):
             resolve_dtype(bad)
     est = hdgp.preset("Linear", dtype=np.float32, max_iter=5).fit(X, X[:, 0])
-    assert est.predict(X).dtype == np.float32
+    assert next(est.model_.parameters()).dtype is torch.float32
+    # computed in float32, returned in float64: the target's scale and mean are applied after the cast
+    assert est.predict(X).dtype == np.float64
 
 
 def test_a_user_kernel_for_another_number_of_features_is_named_at_fit():

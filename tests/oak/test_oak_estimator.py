@@ -1,6 +1,7 @@
 """OAKRegressor: FANOVA recovery, components, DataFrames with categoricals, bad input."""
 
 import copy
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -602,3 +603,22 @@ def test_low_noise_start_reaches_the_optimum_of_the_authors_code_on_energy(data_
     losses = est.start_losses_
     assert (losses["authors"] - losses["low noise"]) * len(y) > 20.0 and est.fit_result_.loss == losses["low noise"]
     assert rmse(y_test, est.predict(X_test)) < 0.035  # 0.042 from the default start alone
+
+
+def test_capped_sobol_enumeration_is_reported_where_components_fall_short():
+    """max_sobol_terms=4 on 4 features enumerates first-order terms only; x0*x1 carries most of the
+    variance, so components_ (all four first-order terms, 8 % of it) silently dropped the interaction
+    from predict_truncated and the summary listed only first-order terms."""
+    from hdgp.exceptions import CostWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (60, 4))
+    y = X[:, 0] * X[:, 1] + 0.3 * X[:, 2] + 0.05 * rng.normal(size=60)
+    with pytest.warns(CostWarning, match=r"components_ holds the enumerated terms \(orders <= 1\).*Raise max_sobol_terms"):
+        model = OAKRegressor(max_iter=40, random_state=0, max_sobol_terms=4).fit(X, y)
+    share = float(model.sobol_order_[1:].sum())
+    assert share > 0.5 and sum(model.sobol_indices_.values()) == pytest.approx(1 - share, abs=1e-9)
+    assert f"terms of order > 1 not enumerated (max_sobol_terms); together they carry {share:.3f}" in hdgp.summary(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", CostWarning)
+        OAKRegressor(max_iter=40, random_state=0).fit(X, y)  # every order enumerated: no warning

@@ -12,7 +12,6 @@ import copy
 import functools
 import numbers
 import os
-import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -25,7 +24,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
-from ..exceptions import NumericalWarning
+from ..exceptions import NumericalWarning, warn_caller
 from ..inference import ENGINES, ExactGPModel
 from ..inference.inducing import kmeans_inducing_points
 from ..priors import smoothed_box_noise_prior
@@ -376,12 +375,11 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         self.y_mean_, y_std = target_scale(y)
         self.y_scale_ = y_std if varies(y_std, self.y_mean_) else 1.0
         if self.y_scale_ != y_std:
-            warnings.warn(
+            warn_caller(
                 f"The target is constant ({self.y_mean_:.6g}): the model predicts that value, and its "
                 "predictive standard deviation (about the noise floor, sqrt(noise_lower_bound) in the "
                 "target's units) measures nothing observed.",
                 NumericalWarning,
-                stacklevel=4,
             )
         Xt = self._to_tensor(self._transform_inputs(X, fit=True))
         yt = self._to_tensor((y - self.y_mean_) / self.y_scale_)

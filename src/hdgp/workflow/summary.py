@@ -104,6 +104,8 @@ def learned_quantities(est, *, classes=None) -> dict:
         (feature → length-scale on the standardised/warped input scale, smallest
         = most wiggly first), ``outputscale``, ``order_variances``,
         ``sobol_top`` (term → normalised Sobol index), ``sobol_by_order``,
+        ``sobol_not_enumerated`` (``above_order`` and ``share``: the Sobol mass of the orders whose
+        terms ``max_sobol_terms`` left unenumerated, when above 0.001),
         ``sobol_top_by_class`` (class → its ``sobol_top``: a classifier of more than two classes
         has one latent function per class),
         ``flat_features`` (those whose length-scale makes the function nearly constant along them
@@ -170,6 +172,10 @@ def learned_quantities(est, *, classes=None) -> dict:
     if isinstance(indices, dict):  # one latent function
         out["sobol_top"] = _top_terms(indices)
         out["sobol_by_order"] = np.asarray(est.sobol_order_, float).tolist()
+        enumerated = max(map(len, indices), default=0)
+        if sum(out["sobol_by_order"][enumerated:]) > 1e-3:  # max_sobol_terms stopped the enumeration
+            out["sobol_not_enumerated"] = {"above_order": enumerated,
+                                           "share": float(sum(out["sobol_by_order"][enumerated:]))}
     elif isinstance(indices, list):  # one per class, against the rest
         out["sobol_top_by_class"] = {str(c): _top_terms(ind) for c, ind in zip(labels, indices)}
     if getattr(est, "variance_scale_", 1.0) != 1.0:
@@ -230,6 +236,10 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
         f", class {label} vs rest": top for label, top in q.get("sobol_top_by_class", {}).items()}
     for which, top in tops.items():
         lines.append(f"  top Sobol terms{which}: " + ", ".join(f"{k} {v:.3f}" for k, v in list(top.items())[:5]))
+    if "sobol_not_enumerated" in q:
+        gap = q["sobol_not_enumerated"]
+        lines.append(f"  terms of order > {gap['above_order']} not enumerated (max_sobol_terms); together they "
+                     f"carry {gap['share']:.3f} of the variance (sobol_order_)")
     if "temperature" in q:
         lines.append(f"  softmax inverse temperature: {q['temperature']:.4g}")
     if "class_weights" in q:
