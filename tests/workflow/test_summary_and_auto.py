@@ -287,3 +287,15 @@ def test_a_weak_linear_trend_is_not_called_flat():
     q = learned_quantities(est)
     assert q["lengthscales"]["x1"] > 50  # long, yet...
     assert q["flat_features"] == ["x2"]
+
+
+def test_a_pipeline_is_summarised_by_its_final_step():
+    """It said only "Pipeline with 2 feature(s)"."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    pipe = make_pipeline(StandardScaler(), hdgp.preset("RBF-ARD", random_state=0, max_iter=30))
+    pipe.fit(FRAME[["alpha", "beta"]], FRAME["y"])
+    text = hdgp.summary(pipe)
+    assert text.startswith("Pipeline StandardScaler → GPRegressor; its final step:\nGPRegressor with 2 feature(s)")
+    assert text.endswith(hdgp.summary(pipe[-1]))

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import torch
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted
 
 __all__ = ["learned_quantities", "summarize", "feature_names"]
@@ -193,6 +194,7 @@ def learned_quantities(est, *, classes=None) -> dict:
 def summarize(est, *, header: bool = True, classes=None) -> str:
     """A few lines describing a fitted estimator (``classes``: as in :func:`learned_quantities`), or
     a model fitted to a table (what ``hdgp fit`` saves and ``hdgp.load`` returns: its own summary).
+    A scikit-learn ``Pipeline`` is described by its final step, after a line naming the steps.
 
     Raises ``sklearn.exceptions.NotFittedError`` for an estimator that is not fitted.
 
@@ -208,6 +210,9 @@ def summarize(est, *, header: bool = True, classes=None) -> str:
 
     if isinstance(est, TabularModel):
         return est.summary()
+    if isinstance(est, Pipeline):  # its own n_features_in_ would be all it could say
+        steps = " → ".join(type(step).__name__ for _, step in est.steps)
+        return f"Pipeline {steps}; its final step:\n" + summarize(est[-1], header=header, classes=classes)
     q = learned_quantities(est, classes=classes)
     lines = []
     if header:
