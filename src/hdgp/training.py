@@ -9,7 +9,6 @@ depend on the data size.
 from __future__ import annotations
 
 import math
-import warnings
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -18,7 +17,7 @@ import scipy.optimize
 import torch
 from tqdm.auto import tqdm
 
-from .exceptions import ConvergenceWarning, NotPositiveDefiniteError
+from .exceptions import ConvergenceWarning, NotPositiveDefiniteError, warn_caller
 
 __all__ = ["FitResult", "fit_hyperparameters"]
 
@@ -292,9 +291,9 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
         with torch.no_grad():
             _objective(model, X, y)
     if not results[best][2]:
-        warnings.warn(
+        warn_caller(
             f"Hyperparameter optimisation ({optimizer}) stopped at max_iter={max_iter} before "
             "converging; predictions use the best parameters found. Raise `max_iter` to continue.",
-            ConvergenceWarning, stacklevel=2,
+            ConvergenceWarning,
         )
     return FitResult(losses[best], total, losses, results[best][2])
