@@ -82,7 +82,8 @@ def held_out_score(scoring, estimator, *, y_mean: float = 0.0, y_scale: float = 
     y_mean, y_scale : float
         Regression: the held-out target and means are ``Y * y_scale + y_mean``.
     classes : ndarray or None
-        Classification: the labels of the ±1 code columns (one column for two classes).
+        Classification: the estimator's ``classes_``, one ±1 code column each (two classes: one
+        column, +1 for ``classes[1]``).
 
     Raises
     ------
