@@ -15,6 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ._base import as_float64
+
 __all__ = ["HISTOGRAM_BINS", "input_summary", "summarize_inputs"]
 
 #: Equal-width bins of each column's histogram (over its training range, transformed units).
@@ -33,7 +35,7 @@ def summarize_inputs(Xt: torch.Tensor, level_columns=()) -> dict:
         (d, :data:`HISTOGRAM_BINS` + 1): equal-width histograms over ``[low, high]``
         (a constant column gets one unit-wide range around its value).
     """
-    X = Xt.detach().cpu().numpy().astype(np.float64, copy=False)
+    X = as_float64(Xt)
     low, high = X.min(0), X.max(0)
     centre = X.mean(0)
     for j in level_columns:
