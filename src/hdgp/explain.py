@@ -380,9 +380,24 @@ def component_posterior(posterior, term: Sequence[int], Xs: torch.Tensor, *, ful
 
 
 def select_terms(result: SobolResult, threshold: float = 0.99) -> list:
-    """Smallest prefix of the ranked terms whose cumulative normalised Sobol reaches ``threshold``."""
+    """Smallest prefix of the ranked terms whose cumulative normalised Sobol reaches ``threshold``.
+
+    Where ``max_terms`` stopped the enumeration (:func:`term_sobol`) the enumerated terms can fall
+    short of ``threshold``: all of them are returned, with a :class:`~hdgp.exceptions.CostWarning`
+    giving the mass of the orders left out.
+    """
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}.")
+    enumerated = max(map(len, result.terms), default=0)
+    missing = float(result.by_order[enumerated:].sum())
+    if missing > 0 and float(result.values.sum()) < threshold:
+        warn_caller(
+            f"components_ holds the enumerated terms (orders <= {enumerated}), which carry "
+            f"{float(result.values.sum()):.3f} of the variance, less than sobol_threshold={threshold}: orders "
+            f"above {enumerated} carry {missing:.3f} (sobol_order_) but their terms were not enumerated, so "
+            "predict_truncated leaves them out. Raise max_sobol_terms.",
+            CostWarning,
+        )
     cum = torch.cumsum(result.values, 0)
     reached = torch.nonzero(cum >= threshold - 1e-12)
     k = int(reached[0]) + 1 if len(reached) else len(result.terms)

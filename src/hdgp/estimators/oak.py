@@ -13,7 +13,7 @@ from gpytorch.priors import GammaPrior
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
-from ..exceptions import CostWarning, HDGPWarning, warn_caller
+from ..exceptions import HDGPWarning, warn_caller
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
@@ -631,16 +631,6 @@ class OAKRegressor(BaseGPRegressor):
         self.sobol_indices_ = {tuple(names[i] for i in u): float(v) for u, v in zip(self.sobol_.terms, self.sobol_.values)}
         self.sobol_order_ = self.sobol_.by_order.cpu().numpy()
         self.components_ = explain.select_terms(self.sobol_, self.sobol_threshold)
-        enumerated = max(map(len, self.sobol_.terms), default=0)
-        missing = float(self.sobol_order_[enumerated:].sum())
-        if missing > 0 and float(self.sobol_.values.sum()) < self.sobol_threshold:
-            warn_caller(
-                f"components_ holds the enumerated terms (orders <= {enumerated}), which carry "
-                f"{float(self.sobol_.values.sum()):.3f} of the variance, less than sobol_threshold="
-                f"{self.sobol_threshold}: orders above {enumerated} carry {missing:.3f} (sobol_order_) but their "
-                f"terms were not enumerated, so predict_truncated leaves them out. Raise max_sobol_terms.",
-                CostWarning,
-            )
         return self
 
     def _feature_names(self, n_features: int | None = None) -> list[str]:
