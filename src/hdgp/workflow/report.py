@@ -24,10 +24,10 @@ from scipy.stats import norm
 from .. import __version__
 from ..io.atomic import write_bytes_atomic
 from ..plotting import _pyplot, plot_components
-from .report_classification import accuracy_section, reliability_figure
+from .report_classification import accuracy_section, majority_class_rate, reliability_figure
 from .summary import format_lengthscale, learned_quantities
 
-__all__ = ["write_report", "report_data"]
+__all__ = ["write_report", "report_data", "mean_baseline_rmse"]
 
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Helvetica,Arial,sans-serif;max-width:1100px;margin:2em auto;
@@ -60,6 +60,32 @@ def _table(header, rows, cls="", left=1) -> str:
 
 def _fmt(v, digits=4) -> str:
     return "—" if v is None else f"{v:.{digits}g}" if isinstance(v, float) else str(v)
+
+
+def _r2(v) -> str:
+    """R² with three decimals (a perfect fit reads 1.000, not 1; an undefined one —)."""
+    return "—" if v is None or not np.isfinite(v) else f"{v:.3f}"
+
+
+def mean_baseline_rmse(tm) -> float | None:
+    r"""Held-out RMSE of the constant prediction :math:`\bar y_{\text{train}}` (the training rows' mean target).
+
+    :math:`\sqrt{\tfrac1m \sum_i (y_i - \bar y_{\text{train}})^2}` over the held-out rows; a model whose
+    RMSE is not below it has learned nothing from the features. The training mean comes from the mean of
+    all rows and the held-out targets, :math:`\bar y_{\text{train}} = (N \bar y - \sum_i y_i) / n_{\text{train}}`.
+    None without held-out rows, for a classifier, or when the rows were not split into training and
+    held-out rows only.
+    """
+    data, holdout = tm.metadata.get("data") or {}, tm.metadata.get("holdout")
+    target = data.get("target") or {}
+    if holdout is None or not len(holdout["y"]) or "mean" not in target:
+        return None
+    y = np.asarray(holdout["y"], dtype=float)
+    n_rows, n_train = data.get("n_rows"), data.get("n_train")
+    if not n_train or n_rows != n_train + len(y):
+        return None
+    train_mean = (n_rows * target["mean"] - y.sum()) / n_train
+    return float(np.sqrt(np.mean((y - train_mean) ** 2)))
 
 
 # ------------------------------------------------------------------ figures
@@ -193,6 +219,8 @@ def report_data(tm, top: int = 10) -> dict:
     """Numbers shown in the report (also printed by ``hdgp explain --json``)."""
     est, meta = tm.estimator, tm.metadata
     out = {"model": meta.get("model"), "task": tm.task, "target": tm.target, "metrics": meta.get("metrics"),
+           "baseline": ({"majority_class_rate": majority_class_rate(tm)} if tm.task == "classification"
+                        else {"mean_rmse": mean_baseline_rmse(tm)}),
            "selection": meta.get("selection"), "learned": learned_quantities(est, classes=tm.schema.classes), "sobol": None}
     if tm.task == "classification":
         out["classes"] = list(tm.schema.classes)
@@ -248,9 +276,13 @@ def _sections(tm, top: int, images: dict) -> list[str]:
     if tm.task == "classification":
         parts += accuracy_section(tm, images, _table, _fmt, _e)
     elif metrics:
-        rows = [["RMSE", _fmt(metrics["rmse"]), "target units; lower is better"],
-                ["MAE", _fmt(metrics["mae"]), "target units"],
-                ["R²", _fmt(metrics["r2"]), "1 = perfect, 0 = predicting the mean"],
+        baseline = mean_baseline_rmse(tm)
+        rows = [["RMSE", _fmt(metrics["rmse"]), "target units; lower is better"]]
+        if baseline is not None:
+            rows.append(["RMSE of predicting the training mean", _fmt(baseline),
+                         "every held-out row predicted by the mean target of the training rows: the RMSE to beat"])
+        rows += [["MAE", _fmt(metrics["mae"]), "target units"],
+                 ["R²", _r2(metrics["r2"]), "1 = perfect, 0 = predicting the mean"],
                 ["NLPD", _fmt(metrics["nlpd"]), "negative log predictive density; lower is better"]]
         for key in ("coverage_50", "coverage_90", "coverage_95"):
             nominal = int(key.split("_")[1])

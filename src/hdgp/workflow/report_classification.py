@@ -9,7 +9,7 @@ import numpy as np
 
 from .classification import reliability_bins
 
-__all__ = ["reliability_figure", "accuracy_section", "confusion_counts"]
+__all__ = ["reliability_figure", "accuracy_section", "confusion_counts", "majority_class_rate"]
 
 
 def reliability_figure(codes, proba, plt):
@@ -43,6 +43,30 @@ def confusion_counts(codes, proba, n_classes: int) -> np.ndarray:
     return out
 
 
+def majority_class_rate(tm) -> float | None:
+    """Held-out accuracy of always predicting the training rows' most frequent class (:func:`_majority`)."""
+    majority = _majority(tm)
+    return None if majority is None else majority[1]
+
+
+def _majority(tm) -> tuple | None:
+    """The training rows' most frequent class code and the share of held-out rows in it.
+
+    The class counts of all rows less those of the held-out rows give the training counts; ties go to the
+    first class. None without held-out rows or when the rows were not split into training and held-out
+    rows only. An accuracy not above this rate means the features have not helped.
+    """
+    data, holdout = tm.metadata.get("data") or {}, tm.metadata.get("holdout")
+    counts = (data.get("target") or {}).get("counts")
+    if holdout is None or not len(holdout["y"]) or counts is None:
+        return None
+    y = np.asarray(holdout["y"], dtype=np.int64)
+    if data.get("n_rows") != data.get("n_train", 0) + len(y):
+        return None
+    code = int(np.argmax(np.asarray(counts) - np.bincount(y, minlength=len(counts))))
+    return code, float(np.mean(y == code))
+
+
 def accuracy_section(tm, images: dict, table, fmt, escape) -> list[str]:
     """HTML of the held-out accuracy and calibration section of a classifier.
 
@@ -54,13 +78,18 @@ def accuracy_section(tm, images: dict, table, fmt, escape) -> list[str]:
                 "measured. Refit with --test-size 0.2.</p>"]
     auc = ("chance that a random held-out row of class {1} gets a higher probability of {1} than one of class "
            "{0}; 0.5 = guessing".format(*tm.schema.classes) if len(tm.schema.classes) == 2 else "two classes only")
-    rows = [["accuracy", fmt(metrics["accuracy"]), "share of rows whose most probable class is right"],
-            ["balanced accuracy", fmt(metrics["balanced_accuracy"]), "mean of the per-class accuracies"],
-            ["log-loss", fmt(metrics["log_loss"]), "minus the mean log probability of the true class; lower is better"],
-            ["Brier score", fmt(metrics["brier"]), "mean squared error of the probabilities; lower is better"],
-            ["ROC AUC", fmt(metrics["roc_auc"]), auc],
-            ["expected calibration error", fmt(metrics["ece"]),
-             "mean gap between confidence and accuracy over 10 bins; 0 = calibrated"]]
+    rows = [["accuracy", fmt(metrics["accuracy"]), "share of rows whose most probable class is right"]]
+    majority = _majority(tm)
+    if majority is not None:
+        rows.append(["majority-class rate", fmt(majority[1]), f"accuracy of always predicting "
+                     f"{tm.schema.classes[majority[0]]}, "
+                     "the most frequent class of the training rows: the accuracy to beat"])
+    rows += [["balanced accuracy", fmt(metrics["balanced_accuracy"]), "mean of the per-class accuracies"],
+             ["log-loss", fmt(metrics["log_loss"]), "minus the mean log probability of the true class; lower is better"],
+             ["Brier score", fmt(metrics["brier"]), "mean squared error of the probabilities; lower is better"],
+             ["ROC AUC", fmt(metrics["roc_auc"]), auc],
+             ["expected calibration error", fmt(metrics["ece"]),
+              "mean gap between confidence and accuracy over 10 bins; 0 = calibrated"]]
     parts = [table(["metric", "value", "meaning"], rows, "calibration", left=1)]
     parts.append(f"<figure class='reliability'><img alt='reliability diagram' src='{images['reliability.png']}'>"
                  "<figcaption>Held-out rows binned by the probability of the predicted class: a calibrated model "
