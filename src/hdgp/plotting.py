@@ -120,28 +120,38 @@ class _LatentView:
 
 def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsize_per=(4.0, 3.2),
                     level_labels=None, target_name: str | None = None, class_label=None):
-    """Plot fitted components of an :class:`~hdgp.estimators.oak.OAKRegressor` or of
+    r"""Plot fitted components of an :class:`~hdgp.estimators.oak.OAKRegressor` or of
     the latent function of an :class:`~hdgp.estimators.oak_classifier.OAKClassifier`.
 
     One-dimensional continuous components: posterior mean with a ±2σ band and the
     feature's histogram (OAK Fig. 1); categorical/binary: bars with ±2σ error bars;
-    two continuous features: contours of the posterior mean; a continuous (or
-    discrete) feature by a discrete one: one curve per level. Axes are in the
-    original units of the features (the flow is inverted); titles carry the
-    normalised Sobol index :math:`\\tilde R_u` (Lu et al. 2022, Fig. 1).
+    two continuous features: filled contours of the posterior mean, dashed contours of
+    its posterior standard deviation and the training rows as dots; a continuous (or
+    discrete) feature by a discrete one: one curve per level with its ±2σ band. A
+    three-feature component :math:`f_{ijk}` is drawn as a row of such two-feature
+    panels, slices :math:`f_{ijk}(x_i, x_j, x_k = q)` at the 10, 50 and 90 %
+    training quantiles :math:`q` of one feature (a discrete one if there is one, then
+    at its levels), on one colour scale; each slice shows the training rows of its
+    third of the data. Axes are in the original units of the features (the flow is
+    inverted) and logarithmic where the flow took the feature's log (a started log
+    :math:`\log(x - x_{\min} + c)` gets that scale); titles carry the normalised Sobol
+    index :math:`\tilde R_u` (Lu et al. 2022, Fig. 1). Components of order four and
+    more cannot be drawn: the default selection names those it leaves out (and any
+    beyond :data:`MAX_DEFAULT_PANELS`) in a note under the panels.
 
     Parameters
     ----------
     est : OAKRegressor or OAKClassifier
         A fitted estimator.
     terms : list of tuples of int or str, optional
-        Components to draw (default: the first- and second-order terms of ``est.components_``,
-        at most 12; for a classifier those of the latent function of ``class_label``; if
-        ``components_`` has none, the top-ranked first- and second-order terms).
+        Components to draw, each of order at most 3 (default: the terms of ``est.components_`` up
+        to order 3, at most :data:`MAX_DEFAULT_PANELS`; for a classifier those of the latent
+        function of ``class_label``; if ``components_`` has none, the top-ranked such terms).
     n_grid : int, default=60
-        Grid points per continuous axis (half as many, at least 20, for 2-D terms).
+        Grid points per continuous axis (half as many, at least 20, for 2-D and 3-D terms).
     ncols : int, default=3
-        Panels per row.
+        Panels per row (a three-feature term starts a new row when its slices do not fit
+        beside the panels before it).
     figsize_per : (float, float), default=(4.0, 3.2)
         Size of one panel in inches.
     level_labels : callable, optional
@@ -153,6 +163,11 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     class_label : optional
         Classifiers only: whose latent function to plot (see
         :meth:`OAKClassifier.predict_component`).
+
+    Raises
+    ------
+    ValueError
+        A term of ``terms`` has order above 3.
     """
     plt = _pyplot()
     if hasattr(est, "posteriors_"):
@@ -161,35 +176,91 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     elif class_label is not None:
         raise ValueError("class_label is for classifiers; a regressor has one latent function.")
     summary = input_summary(est)
-    terms = _default_terms(est) if terms is None else [est._term(t) for t in terms]
-    if any(len(u) > 2 for u in terms):
-        raise ValueError("Only first- and second-order components can be plotted.")
     names = est._feature_names()
+    if terms is None:
+        terms, left_out = _default_terms(est)
+    else:
+        terms, left_out = [est._term(t) for t in terms], []
+        high = [" × ".join(names[j] for j in u) for u in terms if len(u) > MAX_PLOT_ORDER]
+        if high:
+            raise ValueError(f"Only components of order up to {MAX_PLOT_ORDER} can be plotted (a three-feature "
+                             f"term as slices); {', '.join(high)} has a higher order.")
     shares = {tuple(sorted(names.index(n) for n in k)): v for k, v in est.sobol_indices_.items()}
-    nrows = max(1, math.ceil(len(terms) / ncols))
+    slots, n_slots = _layout([len(_SLICE_QUANTILES) if len(u) == 3 else 1 for u in terms], ncols)
+    nrows = max(1, math.ceil(n_slots / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(figsize_per[0] * ncols, figsize_per[1] * nrows), squeeze=False)
-    for ax, u in zip(axes.ravel(), terms):
+    flat = axes.ravel()
+    width = _title_width(figsize_per[0])
+    for u, where in zip(terms, slots):
+        panels = [flat[i] for i in where]
         label = " × ".join(names[j] for j in u)
         title = f"{label}  (Sobol {shares.get(tuple(u), float('nan')):.3f})"
-        # long feature names wrap instead of running into the neighbouring panels' titles
-        ax.set_title("\n".join(textwrap.wrap(title, _title_width(figsize_per[0]))), fontsize=9)
-        _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels)
-        if ax.get_ylabel() == "":  # every panel but a 2-D contour plots the effect on the target
-            ax.set_ylabel(f"effect on {target_name}" if target_name else "effect")
-    for ax in axes.ravel()[len(terms):]:
-        ax.set_visible(False)
-    fig.tight_layout()
+        if len(u) == 3:
+            subtitles = _draw_three_way(fig, panels, est, summary, u, names, n_grid, level_labels)
+        else:
+            _draw_component(fig, panels[0], est, summary, u, names, n_grid, level_labels)
+            subtitles = [""]
+        for ax, sub in zip(panels, subtitles):
+            # long feature names wrap instead of running into the neighbouring panels' titles
+            ax.set_title("\n".join(textwrap.wrap(title, width) + ([sub] if sub else [])), fontsize=9)
+            if ax.get_ylabel() == "":  # every panel but a 2-D contour plots the effect on the target
+                ax.set_ylabel(f"effect on {target_name}" if target_name else "effect")
+    used = {i for where in slots for i in where}
+    for i, ax in enumerate(flat):
+        ax.set_visible(i in used)
+    note = _left_out_note(left_out, names)
+    if note:
+        lines = textwrap.wrap(note, int(_title_width(figsize_per[0]) * ncols * 1.2))
+        fig.text(0.01, 0.005, "\n".join(lines), fontsize=8, va="bottom", ha="left", color="0.25")
+        fig.tight_layout(rect=(0, min(0.5, (0.16 * len(lines) + 0.05) / fig.get_figheight()), 1, 1))
+    else:
+        fig.tight_layout()
     return fig
 
 
-def _default_terms(est) -> list:
-    """The terms :func:`plot_components` draws by default: the first- and second-order terms of
-    ``components_`` (at most :data:`MAX_DEFAULT_PANELS`; a third-order term there cannot be drawn), or
-    the top-ranked first- and second-order terms when ``components_`` holds only higher orders."""
-    terms = [u for u in est.components_ if len(u) <= 2]
-    if not terms:
-        terms = [u for u in est.sobol_.terms if len(u) <= 2]
-    return list(terms[:MAX_DEFAULT_PANELS])
+#: Highest order of a component :func:`plot_components` draws (three features: as slices).
+MAX_PLOT_ORDER = 3
+#: Training quantiles of the third feature at which a three-feature component is sliced.
+_SLICE_QUANTILES = (0.1, 0.5, 0.9)
+
+
+def _layout(widths, ncols):
+    """Panel indices of each term in a grid of ``ncols`` columns (a term of ``w`` > 1 panels starts a new row
+    when it does not fit in the current one and would fit in an empty one), and the number of slots used."""
+    slots, position = [], 0
+    for w in widths:
+        if w > 1 and position % ncols and position % ncols + w > ncols and w <= ncols:
+            position += ncols - position % ncols
+        slots.append(list(range(position, position + w)))
+        position += w
+    return slots, position
+
+
+def _default_terms(est) -> tuple[list, list]:
+    """The terms :func:`plot_components` draws by default and those it leaves out, with the reason.
+
+    Drawn: the terms of ``components_`` up to order :data:`MAX_PLOT_ORDER`, at most
+    :data:`MAX_DEFAULT_PANELS`; if ``components_`` holds only higher orders, the top-ranked terms up to
+    that order. Left out: the other terms of ``components_``, as ``(term, reason)``.
+    """
+    selected = list(est.components_)
+    drawable = [u for u in selected if len(u) <= MAX_PLOT_ORDER]
+    if not drawable:
+        drawable = [u for u in est.sobol_.terms if len(u) <= MAX_PLOT_ORDER]
+    terms = list(drawable[:MAX_DEFAULT_PANELS])
+    left_out = [(u, f"order {len(u)}: components are drawn up to order {MAX_PLOT_ORDER}")
+                for u in selected if len(u) > MAX_PLOT_ORDER]
+    left_out += [(u, f"beyond the {MAX_DEFAULT_PANELS} components drawn by default")
+                 for u in selected if len(u) <= MAX_PLOT_ORDER and u not in terms]
+    return terms, left_out
+
+
+def _left_out_note(left_out, names) -> str:
+    """One sentence naming the ranked terms a figure leaves out, grouped by reason ('' if none)."""
+    by_reason = {}
+    for u, reason in left_out:
+        by_reason.setdefault(reason, []).append(" × ".join(names[j] for j in u))
+    return " ".join(f"Not drawn ({reason}): {', '.join(terms)}." for reason, terms in by_reason.items())
 
 
 #: Most panels :func:`plot_components` draws without ``terms``.
@@ -250,56 +321,163 @@ def _level_ticks(ax, positions, labels) -> None:
 _LEGEND_LEVELS = 6
 
 
-def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
-    """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
+def _log_start(est, j):
+    r"""``(x_min, c)`` of the flow's log pre-transform :math:`t = \log(x - x_{\min} + c)` of continuous
+    column ``j`` (:class:`~hdgp.flows.SinhArcsinhFlow`; :math:`c = x_{\min}` is the plain log), else None."""
+    flow = getattr(est, "flow_", None)
+    if flow is None or j not in est.continuous_features_:
+        return None
+    k = est.continuous_features_.index(j)
+    if getattr(flow, "shift_", None) is not None:  # the OAK authors' shifted log of every feature
+        return float(flow.shift_[k]), 1.0
+    if not flow.use_log_[k]:
+        return None
+    origin = float(getattr(flow, "log_min_", np.full(k + 1, np.nan))[k])
+    start = float(getattr(flow, "log_start_", np.full(k + 1, origin))[k])
+    if not np.isfinite(origin):  # flows saved before the tangent continuation: log x
+        return 0.0, 0.0
+    return origin, start if np.isfinite(start) else origin
+
+
+def _log_axis(ax, axis: str, est, j) -> None:
+    r"""Put ``axis`` (``"x"`` or ``"y"``) of ``ax`` on the flow's log scale of column ``j``, if it takes one: a
+    log axis for :math:`\log x`, else the scale :math:`\log(x - x_{\min} + c)` with ticks evenly spaced on it."""
+    start = _log_start(est, j)
+    if start is None:
+        return
+    origin, c = start
+    setter = ax.set_xscale if axis == "x" else ax.set_yscale
+    if c == origin and origin >= 0:  # t = log x (c = x_min); the old flows' log x too
+        setter("log")
+        return
+    from matplotlib.ticker import Locator
+
+    def forward(x):
+        d = np.asarray(x, dtype=float) - origin
+        return np.where(d >= 0, np.log1p(np.maximum(d, 0.0) / c), d / c)  # tangent below x_min, as the flow
+
+    def inverse(t):
+        t = np.asarray(t, dtype=float)
+        return origin + np.where(t >= 0, c * np.expm1(np.maximum(t, 0.0)), c * t)
+
+    class _EvenOnScale(Locator):
+        """Ticks at round values evenly spaced on the log scale (a linear locator crowded them at the bottom)."""
+
+        def __call__(self):
+            low, high = sorted(self.axis.get_view_interval())
+            ticks = inverse(np.linspace(forward(low), forward(high), 6))
+            digits = np.floor(np.log10(np.maximum(np.abs(ticks), 1e-300)))
+            rounded = np.array([round(v, int(1 - d)) for v, d in zip(ticks, digits)])
+            return np.unique(rounded[(rounded >= low) & (rounded <= high)])
+
+    setter("function", functions=(forward, inverse))
+    (ax.xaxis if axis == "x" else ax.yaxis).set_major_locator(_EvenOnScale())
+
+
+def _training_inputs(est):
+    """The training rows in the model's units (n, d), or None where the model keeps none (a classifier)."""
+    X = getattr(est, "X_train_", None)
+    if X is None:
+        return None
+    return X.detach().cpu().numpy() if hasattr(X, "detach") else np.asarray(X, dtype=float)
+
+
+def _quantiles(est, summary, j, q):
+    """Training quantiles ``q`` of column ``j`` in the model's units (from the rows, else from the histogram)."""
+    X = _training_inputs(est)
+    if X is not None:
+        return np.quantile(X[:, j], q)
+    counts, edges = np.asarray(summary["counts"][j], float), np.asarray(summary["edges"][j], float)
+    cumulative = np.concatenate([[0.0], np.cumsum(counts)]) / max(counts.sum(), 1.0)
+    return np.interp(q, cumulative, edges)
+
+
+#: Most training rows drawn as dots on one two-feature panel (a random subset beyond).
+_MAX_DOTS = 500
+
+
+def _dots(X):
+    """At most :data:`_MAX_DOTS` rows of ``X``, the same subset on every call."""
+    if X is None or len(X) <= _MAX_DOTS:
+        return X
+    return X[np.sort(np.random.default_rng(0).choice(len(X), _MAX_DOTS, replace=False))]
+
+
+def _posterior_on(est, u, grid, shape):
+    """Posterior mean and standard deviation of component ``u`` at ``grid`` (model units), shaped ``shape``."""
     from .explain import component_posterior
 
-    grid, mesh = _grid_inputs(est, summary, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
     mean, var = component_posterior(est.posterior_, u, est.posterior_.alpha.new_tensor(grid))
-    mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_
-    sd = np.sqrt(var.cpu().numpy()).reshape(mesh[0].shape) * abs(est.y_scale_)
+    mean = mean.cpu().numpy().reshape(shape) * est.y_scale_
+    sd = np.sqrt(np.clip(var.cpu().numpy(), 0.0, None)).reshape(shape) * abs(est.y_scale_)
+    return mean, sd
 
-    def labels(j):
-        levels = _level_labels(est, j) if level_labels is None else level_labels(names[j], _discrete_values(est, j))
-        return [f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v) for v in levels]
 
+def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
+    """Posterior mean (±2σ) of component ``u`` (one or two features) on ``ax``, in the features' original units."""
+    grid, mesh = _grid_inputs(est, summary, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
+    mean, sd = _posterior_on(est, u, grid, mesh[0].shape)
     discrete = [_discrete_values(est, j) is not None for j in u]
-    xlabel = names[u[0]]
     if len(u) == 1 and discrete[0]:
         position = np.arange(len(mean))
         ax.bar(position, mean, yerr=2 * sd, color="tab:blue", alpha=0.7, capsize=3 if len(position) <= 12 else 1)
-        _level_ticks(ax, position, labels(u[0]))
+        _level_ticks(ax, position, _labels(est, u[0], names, level_labels))
         _compact_numbers(ax, "y")
+        ax.set_xlabel(names[u[0]])
     elif len(u) == 1:
-        x = _original_units(est, u[0], mesh[0].ravel())
-        ax.plot(x, mean, color="k")
-        ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
-        _compact_numbers(ax, "both")
-        hist = ax.twinx()  # the training inputs' histogram, in the bottom third, behind the curve
-        # the bins are equal in the model's (flow-warped) units, so in original units they differ in
-        # width (a point mass sits in a very narrow one): moved onto equal-width bins in original units
-        # and drawn as densities (count per unit width), so that areas count the rows
-        counts, edges = _histogram_in_original_units(summary["counts"][u[0]],
-                                                     _original_units(est, u[0], summary["edges"][u[0]]),
-                                                     len(summary["counts"][u[0]]))
-        density = counts / np.maximum(np.diff(edges), np.finfo(float).tiny)
-        hist.stairs(density, edges, fill=True, color="grey", alpha=0.3)
-        hist.set_ylim(0, 3 * density.max())
-        hist.set_yticks([])
-        hist.set_zorder(ax.get_zorder() - 1)
-        ax.patch.set_visible(False)
-    elif any(discrete):  # one curve per level of the (first) discrete feature
+        _draw_curve(ax, est, summary, u[0], mesh[0].ravel(), mean, sd)
+        ax.set_xlabel(names[u[0]])
+    else:
+        X = _training_inputs(est)
+        _draw_pair(fig, ax, est, u, mesh, mean, sd, names, level_labels, None if X is None else X[:, list(u)])
+
+
+def _labels(est, j, names, level_labels):
+    levels = _level_labels(est, j) if level_labels is None else level_labels(names[j], _discrete_values(est, j))
+    return [f"{v:.4g}" if isinstance(v, (float, np.floating)) else str(v) for v in levels]
+
+
+def _draw_curve(ax, est, summary, j, grid, mean, sd):
+    """One continuous feature: the mean with a ±2σ band over the training inputs' histogram."""
+    x = _original_units(est, j, grid)
+    ax.plot(x, mean, color="k")
+    ax.fill_between(x, mean - 2 * sd, mean + 2 * sd, color="tab:blue", alpha=0.3)
+    _compact_numbers(ax, "both")
+    _log_axis(ax, "x", est, j)
+    hist = ax.twinx()  # the training inputs' histogram, in the bottom third, behind the curve
+    # the bins are equal in the model's (flow-warped) units, so in original units they differ in width (a
+    # point mass sits in a very narrow one): moved onto bins of equal width on the axis (in original units,
+    # or on the log scale of a log axis) and drawn as densities per unit of the axis, so that areas count rows
+    scale = ax.xaxis.get_transform()
+    counts, edges = summary["counts"][j], _original_units(est, j, summary["edges"][j])
+    on_axis = scale.transform(edges)
+    counts, on_axis = _histogram_in_original_units(counts, on_axis, len(counts))
+    density = counts / np.maximum(np.diff(on_axis), np.finfo(float).tiny)
+    hist.stairs(density, scale.inverted().transform(on_axis), fill=True, color="grey", alpha=0.3)
+    hist.set_ylim(0, 3 * density.max())
+    hist.set_yticks([])
+    hist.set_zorder(ax.get_zorder() - 1)
+    ax.patch.set_visible(False)
+
+
+def _draw_pair(fig, ax, est, u, mesh, mean, sd, names, level_labels, points, levels=15):
+    """Two features on ``ax``: with a discrete one, a curve (±2σ band or error bars) per level and a rug of the
+    training values; else filled contours of the mean (on ``levels``), dashed contours of the posterior std
+    and ``points`` (training rows, model units, columns ``u``) as dots."""
+    discrete = [_discrete_values(est, j) is not None for j in u]
+    if any(discrete):  # one curve per level of the (first) discrete feature
         k = discrete.index(True)
-        by_level = mean if k == 0 else mean.T
+        by_level, sd_level = (mean, sd) if k == 0 else (mean.T, sd.T)
         other = u[1 - k]
         if discrete[1 - k]:
             x = np.arange(by_level.shape[1])
-            _level_ticks(ax, x, labels(other))
+            _level_ticks(ax, x, _labels(est, other, names, level_labels))
             _compact_numbers(ax, "y")
         else:
             x = _original_units(est, other, mesh[1 - k].ravel()).reshape(mesh[0].shape)
             x = x[0] if k == 0 else x[:, 0]
             _compact_numbers(ax, "both")
+            _log_axis(ax, "x", est, other)
         style = "o-" if discrete[1 - k] else "-"
         # many levels: the _LEGEND_LEVELS - 1 whose curves vary most in colour and named, the rest thin and
         # grey under one legend entry (a legend of every level covered the panel, and beside it the figure)
@@ -309,19 +487,77 @@ def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
         for n_drawn, i in enumerate(others):
             ax.plot(x, by_level[i], style, ms=2, lw=0.8, color="0.65", zorder=1,
                     label=f"{len(others)} other levels of {names[u[k]]}" if n_drawn == 0 else "_nolegend_")
-        level_names = labels(u[k])
+        level_names = _labels(est, u[k], names, level_labels)
         for i in sorted(named):
-            ax.plot(x, by_level[i], style, ms=3, zorder=2, label=f"{names[u[k]]}={level_names[i]}")
+            (line,) = ax.plot(x, by_level[i], style, ms=3, zorder=2, label=f"{names[u[k]]}={level_names[i]}")
+            low, high = by_level[i] - 2 * sd_level[i], by_level[i] + 2 * sd_level[i]
+            if discrete[1 - k]:
+                ax.errorbar(x, by_level[i], yerr=2 * sd_level[i], fmt="none", ecolor=line.get_color(), alpha=0.5,
+                            capsize=2, zorder=2)
+            else:
+                ax.fill_between(x, low, high, color=line.get_color(), alpha=0.12, lw=0, zorder=0)
+        if points is not None and not discrete[1 - k]:  # the training values of the continuous feature
+            ax.plot(_original_units(est, other, points[:, 1 - k]), np.zeros(len(points)), "|", ms=6, color="k",
+                    alpha=0.3, transform=ax.get_xaxis_transform(), label="_nolegend_")
         ax.legend(fontsize=7)
-        xlabel = names[other]
+        ax.set_xlabel(names[other])
+        return None
+    x = _original_units(est, u[0], mesh[0].ravel()).reshape(mesh[0].shape)
+    y = _original_units(est, u[1], mesh[1].ravel()).reshape(mesh[1].shape)
+    _compact_numbers(ax, "both")
+    cs = ax.contourf(x, y, mean, levels=levels, cmap="RdBu_r")
+    fig.colorbar(cs, ax=ax)
+    if np.ptp(sd) > 1e-12 * max(1.0, float(np.abs(sd).max())):  # the posterior std, dashed and labelled
+        lines = ax.contour(x, y, sd, levels=4, colors="k", linewidths=0.7, linestyles="dashed", alpha=0.7)
+        ax.clabel(lines, fontsize=6, fmt=lambda v: f"sd {v:.2g}")
+    if points is not None and len(points):
+        shown = _dots(points)
+        ax.scatter(_original_units(est, u[0], shown[:, 0]), _original_units(est, u[1], shown[:, 1]), s=5, c="k",
+                   alpha=0.35, linewidths=0, label="training rows")
+    _log_axis(ax, "x", est, u[0])
+    _log_axis(ax, "y", est, u[1])
+    ax.set_xlabel(names[u[0]])
+    ax.set_ylabel(names[u[1]])
+    return cs
+
+
+def _draw_three_way(fig, panels, est, summary, u, names, n_grid, level_labels) -> list[str]:
+    """Slices of the three-feature component ``u`` on ``panels``, one per value of its slicing feature;
+    returns each slice's subtitle ("at x2 = 0.53 (10 % quantile)")."""
+    discrete = [_discrete_values(est, j) is not None for j in u]
+    k = discrete.index(True) if any(discrete) else 2  # slice along a discrete feature when there is one
+    s, pair = u[k], tuple(j for j in u if j != u[k])
+    X = _training_inputs(est)
+    if discrete[k]:
+        codes = np.arange(len(_discrete_values(est, s)), dtype=float)
+        if len(codes) > len(_SLICE_QUANTILES):  # many levels: those at the quantiles of the training rows
+            codes = np.unique(np.round(_quantiles(est, summary, s, _SLICE_QUANTILES)))
+        values, level_names = codes, _labels(est, s, names, level_labels)
+        subtitles = [f"at {names[s]} = {level_names[int(v)]}" for v in values]
+        bands = [None if X is None else X[:, s] == v for v in values]
     else:
-        x = _original_units(est, u[0], mesh[0].ravel()).reshape(mesh[0].shape)
-        y = _original_units(est, u[1], mesh[1].ravel()).reshape(mesh[1].shape)
-        _compact_numbers(ax, "both")
-        cs = ax.contourf(x, y, mean, levels=15, cmap="RdBu_r")
-        fig.colorbar(cs, ax=ax)
-        ax.set_ylabel(names[u[1]])
-    ax.set_xlabel(xlabel)
+        values = _quantiles(est, summary, s, _SLICE_QUANTILES)
+        shown = _original_units(est, s, np.asarray(values))
+        subtitles = [f"at {names[s]} = {v:.3g} ({round(100 * q)} % quantile)" for v, q in zip(shown, _SLICE_QUANTILES)]
+        # each slice shows the training rows of its third of the data (cut halfway between the quantiles)
+        cuts = _quantiles(est, summary, s, (np.array(_SLICE_QUANTILES[:-1]) + np.array(_SLICE_QUANTILES[1:])) / 2)
+        edges = np.concatenate([[-np.inf], cuts, [np.inf]])
+        bands = [None if X is None else (X[:, s] >= lo) & (X[:, s] <= hi) for lo, hi in zip(edges[:-1], edges[1:])]
+    grid, mesh = _grid_inputs(est, summary, pair, max(20, n_grid // 2))
+    slices = []
+    for v in values:
+        full = np.array(grid)
+        full[:, s] = v
+        slices.append(_posterior_on(est, u, full, mesh[0].shape))
+    means = np.stack([m for m, _ in slices])
+    # one colour scale for every slice, so that they compare at a glance
+    levels = np.linspace(means.min(), means.max(), 16) if np.ptp(means) > 0 else 15
+    for ax, (mean, sd), band in zip(panels, slices, bands):
+        points = None if band is None else X[band][:, list(pair)]
+        _draw_pair(fig, ax, est, pair, mesh, mean, sd, names, level_labels, points, levels=levels)
+    for ax in panels[len(values):]:  # a discrete feature with fewer distinct quantile levels than panels
+        ax.set_axis_off()
+    return subtitles + [""] * (len(panels) - len(values))
 
 
 def plot_truncation_curve(curve: dict, *, metric: str | None = None, ax=None):
