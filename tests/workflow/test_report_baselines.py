@@ -49,8 +49,8 @@ def test_rmse_sits_beside_the_rmse_of_predicting_the_training_mean(regression, t
     # not the held-out rows' own mean (the RMSE of which is their std): the training mean it must be
     assert abs(expected - test.y.std(ddof=0)) > 1e-6
     html = write_report(tm, tmp_path / "r").read_text()
-    value, meaning = _cells(html, "RMSE of predicting the training mean")
-    assert float(value) == pytest.approx(expected, rel=1e-3) and "training rows" in meaning
+    value, meaning = _cells(html, "baseline RMSE")
+    assert float(value) == pytest.approx(expected, rel=1e-3) and "training mean" in meaning
     assert float(_cells(html, "RMSE")[0]) < 0.2 * expected  # the linear signal is learned
     assert report_data(tm)["baseline"]["mean_rmse"] == pytest.approx(expected, rel=1e-10)
 
@@ -96,4 +96,4 @@ def test_no_held_out_rows_no_baseline(tmp_path):
         warnings.simplefilter("ignore")
         tm = fit_table(frame, "y", model="linear", test_size=0.0)
     assert mean_baseline_rmse(tm) is None
-    assert "RMSE of predicting the training mean" not in write_report(tm, tmp_path / "n").read_text()
+    assert "baseline RMSE" not in write_report(tm, tmp_path / "n").read_text()

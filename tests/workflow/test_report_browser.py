@@ -6,6 +6,7 @@ import subprocess
 from html.parser import HTMLParser
 
 import numpy as np
+import pandas as pd
 import pytest
 from sklearn.datasets import load_diabetes
 
@@ -38,6 +39,7 @@ class _Dom(HTMLParser):
     def __init__(self):
         super().__init__()
         self.tables, self.figures, self._table, self._row, self._cell, self._figure = {}, [], None, None, None, None
+        self.alts = []  # alt text of each figure's image
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
@@ -52,6 +54,7 @@ class _Dom(HTMLParser):
             self._figure = attrs.get("class", "")
         elif tag == "img" and self._figure is not None:
             self.figures.append((self._figure, attrs.get("src", "")))
+            self.alts.append(attrs.get("alt", ""))
 
     def handle_endtag(self, tag):
         if tag in ("td", "th") and self._cell is not None:
@@ -104,13 +107,49 @@ def test_screenshot_shows_the_figures(report, tmp_path):
     # shot with the figures still blank. Chromium's timing is not ours to fix: up to 3 shots.
     for attempt in range(3):
         shot = tmp_path / f"shot{attempt}.png"
-        result = _chromium("--window-size=1200,2600", "--run-all-compositor-stages-before-draw",
+        result = _chromium("--window-size=1200,3000", "--run-all-compositor-stages-before-draw",
                            "--virtual-time-budget=10000", f"--screenshot={shot}", path.resolve().as_uri())
         assert shot.exists(), result.stderr[-2000:]
         pixels = mpimg.imread(shot)[..., :3]
-        assert pixels.shape[0] >= 2000
+        assert pixels.shape[0] >= 2400
         non_white = (pixels < 0.95).any(-1).mean()
         blue = ((pixels[..., 2] > 0.6) & (pixels[..., 0] < 0.45)).mean()  # matplotlib's tab:blue lines and bars
         if non_white > 0.05 and blue > 0.002:
             break
     assert non_white > 0.05 and blue > 0.002
+
+
+@pytest.fixture(scope="module")
+def three_way_report(tmp_path_factory):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(rng.normal(size=(120, 3)), columns=["a", "b", "c"])
+    frame["y"] = frame.a * frame.b * frame.c + 0.5 * frame.a + 0.05 * rng.normal(size=120)
+    tm = fit_table(frame, "y", model="oak", params={"max_iter": 40, "max_order": 3})
+    return write_report(tm, tmp_path_factory.mktemp("report3") / "out", top=4), tm
+
+
+def test_ranked_three_way_term_is_on_the_rendered_page(three_way_report, tmp_path):
+    """A model whose ranking holds a three-way term: the page shows its slices (a wide figure of red and
+    blue maps), captioned with its rank, and names any ranked term it does not draw."""
+    import matplotlib.image as mpimg
+
+    path, tm = three_way_report
+    result = _chromium("--dump-dom", path.resolve().as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = _Dom()
+    dom.feed(result.stdout)
+    ranked = [" × ".join(k) for k in tm.estimator.sobol_indices_][:4]
+    assert "a × b × c" in ranked
+    captions = [alt for (cls, _), alt in zip(dom.figures, dom.alts) if cls == "component"]
+    assert f"rank {ranked.index('a × b × c') + 1}: a × b × c" in captions
+    for rank, term in enumerate(ranked, start=1):  # drawn, or named as left out
+        assert f"rank {rank}: {term}" in captions or f"rank {rank} {term} (" in result.stdout
+    for attempt in range(3):  # as test_screenshot_shows_the_figures
+        shot = tmp_path / f"shot{attempt}.png"
+        _chromium("--window-size=1200,3200", "--run-all-compositor-stages-before-draw",
+                  "--virtual-time-budget=10000", f"--screenshot={shot}", path.resolve().as_uri())
+        pixels = mpimg.imread(shot)[..., :3]
+        red = ((pixels[..., 0] > 0.6) & (pixels[..., 1] < 0.45) & (pixels[..., 2] < 0.45)).mean()  # RdBu maps
+        if red > 0.002:
+            break
+    assert red > 0.002

@@ -23,7 +23,7 @@ from scipy.stats import norm
 
 from .. import __version__
 from ..io.atomic import write_bytes_atomic
-from ..plotting import _pyplot, plot_components
+from ..plotting import MAX_PLOT_ORDER, _pyplot, plot_components
 from .report_classification import accuracy_section, majority_class_rate, reliability_figure
 from .summary import format_lengthscale, learned_quantities
 
@@ -118,8 +118,9 @@ def _tick_labels(tm, name: str, values) -> list:
 
 
 def _component_figure(tm, term: tuple, class_code: int | None = None):
-    """One first- or second-order component (:func:`hdgp.plotting.plot_components`), levels named as in the
-    table; ``class_code``: whose latent function, for a classifier of more than two classes."""
+    """One component of order up to 3 (:func:`hdgp.plotting.plot_components`; a three-feature one as a row of
+    slices), levels named as in the table; ``class_code``: whose latent function, for a classifier of more
+    than two classes."""
     # a binary classifier's components add up to the latent function of its second class (the estimator
     # sees class codes; the table's schema names them)
     if tm.task == "classification":
@@ -127,7 +128,9 @@ def _component_figure(tm, term: tuple, class_code: int | None = None):
     else:
         target = tm.target
     extra = {} if class_code is None else {"class_label": class_code}
-    fig = plot_components(tm.estimator, [term], ncols=1, figsize_per=(4.8, 3.5), target_name=target,
+    wide = len(term) == 3  # three slices side by side
+    fig = plot_components(tm.estimator, [term], ncols=3 if wide else 1, figsize_per=(4.0, 3.4) if wide else (4.8, 3.5),
+                          target_name=target,
                           level_labels=lambda name, values: _tick_labels(tm, name, values), **extra)
     _calendar_axes(fig, tm)
     return fig
@@ -167,6 +170,36 @@ def _explained(est) -> list[_Explained]:
         return [_Explained(ind, np.asarray(order, float), res, int(code))
                 for ind, order, res, code in zip(indices, est.sobol_order_, est.sobol_, est.classes_)]
     return []
+
+
+#: Smallest normalised Sobol index of a component drawn in the report (smaller ones would be flat).
+_MIN_DRAWN_SOBOL = 1e-3
+
+
+def _component_plan(tm, explained, top: int) -> list[tuple[list, list]]:
+    """Per latent function: the ranked terms (among the ``top``) drawn under "Top components", and those left
+    out as ``(rank, term, reason)`` (order above :data:`~hdgp.plotting.MAX_PLOT_ORDER`, a Sobol index below
+    :data:`_MIN_DRAWN_SOBOL`, or beyond the figures the report draws), so that none is skipped silently."""
+    per_function = max(1, _MAX_COMPONENT_FIGURES // max(1, len(explained)))  # shared between the classes
+    plans = []
+    for entry in explained:
+        drawn, left_out = [], []
+        for rank, (u, v) in enumerate(zip(entry.result.terms[:top], entry.result.values[:top].tolist()), start=1):
+            u = tuple(int(j) for j in u)
+            if len(u) > MAX_PLOT_ORDER:
+                left_out.append((rank, u, f"order {len(u)}: components are drawn up to order {MAX_PLOT_ORDER}"))
+            elif v < _MIN_DRAWN_SOBOL:
+                left_out.append((rank, u, f"Sobol index below {_MIN_DRAWN_SOBOL:g}, too small to see"))
+            elif len(drawn) >= per_function:
+                left_out.append((rank, u, f"beyond the {per_function} figures drawn per function"))
+            else:
+                drawn.append(u)
+        plans.append((drawn, left_out))
+    return plans
+
+
+def _term_name(tm, u) -> str:
+    return " × ".join(str(tm.schema.encoded_names[j]) for j in u)
 
 
 def _has_truncation_curve(tm) -> bool:
@@ -279,8 +312,7 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         baseline = mean_baseline_rmse(tm)
         rows = [["RMSE", _fmt(metrics["rmse"]), "target units; lower is better"]]
         if baseline is not None:
-            rows.append(["RMSE of predicting the training mean", _fmt(baseline),
-                         "every held-out row predicted by the mean target of the training rows: the RMSE to beat"])
+            rows.append(["baseline RMSE", _fmt(baseline), "predicting the training mean; the RMSE to beat"])
         rows += [["MAE", _fmt(metrics["mae"]), "target units"],
                  ["R²", _r2(metrics["r2"]), "1 = perfect, 0 = predicting the mean"],
                 ["NLPD", _fmt(metrics["nlpd"]), "negative log predictive density; lower is better"]]
@@ -353,9 +385,22 @@ def _sections(tm, top: int, images: dict) -> list[str]:
             parts.append(f"<p>Share by interaction order: {_e(shares)}</p>")
         if hasattr(est, "predict_component"):
             parts.append("<h2 id='components'>Top components</h2>")
-            for name, src in images.items():
-                if name.startswith("component"):
-                    parts.append(f"<figure class='component'><img alt='{_e(name)}' src='{src}'></figure>")
+            k = 0
+            for entry, (drawn, left_out) in zip(explained, _component_plan(tm, explained, top)):
+                ranks = {tuple(int(j) for j in u): i + 1 for i, u in enumerate(entry.result.terms[:top])}
+                for u in drawn:
+                    k += 1
+                    name = f"component_{k:02d}.png"
+                    caption = f"rank {ranks[u]}: {_term_name(tm, u)}"
+                    if entry.class_code is not None:
+                        caption += f" ({tm.target} = {tm.schema.classes[entry.class_code]} against the rest)"
+                    parts.append(f"<figure class='component'><img alt='{_e(caption)}' src='{images[name]}'>"
+                                 f"<figcaption>{_e(caption)}</figcaption></figure>")
+                if left_out:
+                    whose = ("" if entry.class_code is None
+                             else f" of {tm.target} = {tm.schema.classes[entry.class_code]}")
+                    listed = "; ".join(f"rank {rank} {_term_name(tm, u)} ({reason})" for rank, u, reason in left_out)
+                    parts.append(f"<p class='note left-out'>Ranked terms{_e(whose)} not drawn: {_e(listed)}.</p>")
             if tm.task != "classification":
                 effect = "its effect on the target, in target units"
             elif len(explained) == 1:
@@ -367,7 +412,12 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                           "classes, so positive values favour that class")
             parts.append(f"<p class='note'>Posterior mean of each component ({effect}) with a ±2 std band or error "
                          "bars; features not in a component do not change it. "
-                         "Two-feature components with a discrete feature show one curve per level.</p>")
+                         "Two-feature components with a discrete feature show one curve per level; two continuous "
+                         "features a map with the training rows as dots and the posterior std as dashed lines. "
+                         "A three-feature component is drawn as three such maps, slices at the 10, 50 and 90 % "
+                         "quantiles of one of its features (or at levels of a discrete one), on one colour scale, "
+                         "each with the training rows of its third of the data. Features the model log-transformed "
+                         "are drawn on log axes.</p>")
         parts.append("<h2 id='cumulative'>Cumulative Sobol curve</h2>")
         parts.append(f"<figure class='cumulative'><img alt='cumulative Sobol curve' src='{images['cumulative_sobol.png']}'>"
                      "<figcaption>Cumulative Sobol index (green)"
@@ -392,13 +442,11 @@ def _figures(tm, top: int) -> dict:
         figures["calibration.png"] = _png(_calibration_figure(np.asarray(holdout["y"]), np.asarray(holdout["mean"]),
                                                               np.asarray(holdout["std"])))
     explained = _explained(est)
-    per_function = max(1, _MAX_COMPONENT_FIGURES // max(1, len(explained)))  # shared between the classes
     k = 0
-    for entry in explained:
-        ranked = list(zip(entry.result.terms[:top], entry.result.values[:top].tolist()))
-        for u, _ in [(u, v) for u, v in ranked if len(u) <= 2 and v >= 1e-3][:per_function]:
+    for entry, (drawn, _) in zip(explained, _component_plan(tm, explained, top)):
+        for u in drawn:
             k += 1
-            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, tuple(u), entry.class_code))
+            figures[f"component_{k:02d}.png"] = _png(_component_figure(tm, u, entry.class_code))
     if explained:
         figures["cumulative_sobol.png"] = _png(_cumulative_figure(tm))
     return figures

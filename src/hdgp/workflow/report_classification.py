@@ -81,9 +81,9 @@ def accuracy_section(tm, images: dict, table, fmt, escape) -> list[str]:
     rows = [["accuracy", fmt(metrics["accuracy"]), "share of rows whose most probable class is right"]]
     majority = _majority(tm)
     if majority is not None:
-        rows.append(["majority-class rate", fmt(majority[1]), f"accuracy of always predicting "
-                     f"{tm.schema.classes[majority[0]]}, "
-                     "the most frequent class of the training rows: the accuracy to beat"])
+        rows.append(["majority-class rate", fmt(majority[1]),
+                     f"always predicting {tm.schema.classes[majority[0]]} (the commonest training class); "
+                     "the accuracy to beat"])
     rows += [["balanced accuracy", fmt(metrics["balanced_accuracy"]), "mean of the per-class accuracies"],
              ["log-loss", fmt(metrics["log_loss"]), "minus the mean log probability of the true class; lower is better"],
              ["Brier score", fmt(metrics["brier"]), "mean squared error of the probabilities; lower is better"],
