@@ -185,6 +185,11 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         if high:
             raise ValueError(f"Only components of order up to {MAX_PLOT_ORDER} can be plotted (a three-feature "
                              f"term as slices); {', '.join(high)} has a higher order.")
+        model_order = getattr(getattr(est.posterior_, "kernel", None), "max_order", None)
+        absent = [" × ".join(names[j] for j in u) for u in terms if model_order is not None and len(u) > model_order]
+        if absent:
+            raise ValueError(f"This model has interaction terms up to order {model_order} (max_order), so it has no "
+                             f"component {', '.join(absent)}.")
     shares = {tuple(sorted(names.index(n) for n in k)): v for k, v in est.sobol_indices_.items()}
     slots, n_slots = _layout([len(_SLICE_QUANTILES) if len(u) == 3 else 1 for u in terms], ncols)
     nrows = max(1, math.ceil(n_slots / ncols))
