@@ -538,7 +538,8 @@ def _draw_three_way(fig, panels, est, summary, u, names, n_grid, level_labels) -
         if len(codes) > len(_SLICE_QUANTILES):  # many levels: those at the quantiles of the training rows
             codes = np.unique(np.round(_quantiles(est, summary, s, _SLICE_QUANTILES)))
         values, level_names = codes, _labels(est, s, names, level_labels)
-        subtitles = [f"at {names[s]} = {level_names[int(v)]}" for v in values]
+        of = f" (of {len(level_names)} levels)" if len(level_names) > len(values) else ""
+        subtitles = [f"at {names[s]} = {level_names[int(v)]}{of}" for v in values]
         bands = [None if X is None else X[:, s] == v for v in values]
     else:
         values = _quantiles(est, summary, s, _SLICE_QUANTILES)

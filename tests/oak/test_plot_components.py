@@ -228,3 +228,35 @@ def test_plot_components_of_a_constant_feature_does_not_fail(tmp_path):
     X = np.column_stack([rng.normal(size=60), np.full(60, 3.0)])
     est = OAKRegressor(max_order=2, max_iter=5, random_state=0).fit(X, np.sin(X[:, 0]))
     plot_components(est, [(1,), (0, 1)]).savefig(tmp_path / "constant.png")
+
+
+def test_three_way_term_with_a_categorical_feature_is_sliced_at_its_levels():
+    rng = np.random.default_rng(5)
+    n = 120
+    frame = pd.DataFrame({"a": rng.normal(size=n), "g": pd.Categorical(rng.choice(list("pqrst"), n)),
+                          "b": rng.normal(size=n)})
+    y = frame.a * frame.b * (frame.g.cat.codes - 2) + 0.05 * rng.normal(size=n)
+    est = OAKRegressor(max_order=3, max_iter=10, random_state=0).fit(frame, y)
+    fig = est.plot_components([("a", "b", "g")])
+    # five levels: three slices, at the levels of the 10/50/90 % quantiles of the training rows, said so
+    codes = np.sort(frame.g.cat.codes.to_numpy())
+    expected = [list("pqrst")[int(round(np.quantile(codes, q)))] for q in (0.1, 0.5, 0.9)]
+    subtitles = [t.split("\n")[-1] for t in _titles(fig)]
+    assert subtitles == [f"at g = {level} (of 5 levels)" for level in expected]
+    counts = [len(_dots(ax)[0].get_offsets()) for ax in fig.axes[:3]]
+    assert counts == [int(np.sum(frame.g == level)) for level in expected]  # each slice shows its level's rows
+
+
+def test_three_way_slices_of_a_classifier_that_keeps_no_rows():
+    """A classifier keeps a histogram of its inputs, not the rows: slices at the histogram's quantiles, no dots."""
+    from hdgp.estimators.oak_classifier import OAKClassifier
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(100, 3))
+    clf = OAKClassifier(max_order=3, n_inducing=20, max_iter=15, random_state=0).fit(
+        X, (X[:, 0] * X[:, 1] * X[:, 2] > 0).astype(int))
+    assert getattr(clf, "X_train_", None) is None
+    fig = clf.plot_components([(0, 1, 2)])
+    shown = [float(re.search(r"at x2 = (\S+) \(", t).group(1)) for t in _titles(fig)]
+    np.testing.assert_allclose(shown, np.quantile(X[:, 2], [0.1, 0.5, 0.9]), atol=0.15)  # 30 bins' resolution
+    assert not any(_dots(ax) for ax in fig.axes)
