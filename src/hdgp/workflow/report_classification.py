@@ -85,7 +85,8 @@ def accuracy_section(tm, images: dict, table, fmt, escape) -> list[str]:
                      f"always predicting {tm.schema.classes[majority[0]]} (the commonest training class); "
                      "the accuracy to beat"])
     rows += [["balanced accuracy", fmt(metrics["balanced_accuracy"]), "mean of the per-class accuracies"],
-             ["log-loss", fmt(metrics["log_loss"]), "minus the mean log probability of the true class; lower is better"],
+             ["log-loss", fmt(metrics["log_loss"]),
+              "minus the mean log probability of the true class; lower is better"],
              ["Brier score", fmt(metrics["brier"]), "mean squared error of the probabilities; lower is better"],
              ["ROC AUC", fmt(metrics["roc_auc"]), auc],
              ["expected calibration error", fmt(metrics["ece"]),
