@@ -190,7 +190,7 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
         if absent:
             raise ValueError(f"This model has interaction terms up to order {model_order} (max_order), so it has no "
                              f"component {', '.join(absent)}.")
-    shares = {tuple(sorted(names.index(n) for n in k)): v for k, v in est.sobol_indices_.items()}
+    shares = _shares(est, names)
     slots, n_slots = _layout([len(_SLICE_QUANTILES) if len(u) == 3 else 1 for u in terms], ncols)
     nrows = max(1, math.ceil(n_slots / ncols))
     fig, axes = plt.subplots(nrows, ncols, figsize=(figsize_per[0] * ncols, figsize_per[1] * nrows), squeeze=False)
@@ -221,6 +221,17 @@ def plot_components(est, terms=None, *, n_grid: int = 60, ncols: int = 3, figsiz
     else:
         fig.tight_layout()
     return fig
+
+
+def _shares(est, names) -> dict:
+    """Normalised Sobol index of each ranked term (feature indices): ``sobol_.terms`` and values, with
+    ``sobol_indices_`` (feature names) for any term not there."""
+    shares = {tuple(sorted(names.index(n) for n in k)): v for k, v in est.sobol_indices_.items()}
+    result = getattr(est, "sobol_", None)
+    if result is not None and hasattr(result, "terms"):
+        values = result.values.tolist() if hasattr(result.values, "tolist") else list(result.values)
+        shares.update({tuple(int(j) for j in u): float(v) for u, v in zip(result.terms, values)})
+    return shares
 
 
 #: Highest order of a component :func:`plot_components` draws (three features: as slices).

@@ -394,8 +394,8 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                     caption = f"rank {ranks[u]}: {_term_name(tm, u)}"
                     if entry.class_code is not None:
                         caption += f" ({tm.target} = {tm.schema.classes[entry.class_code]} against the rest)"
-                    parts.append(f"<figure class='component'><img alt='{_e(caption)}' src='{images[name]}'>"
-                                 f"<figcaption>{_e(caption)}</figcaption></figure>")
+                    parts.append(f"<figure class='component' data-file='{name}'><img alt='{_e(caption)}' "
+                                 f"src='{images[name]}'><figcaption>{_e(caption)}</figcaption></figure>")
                 if left_out:
                     whose = ("" if entry.class_code is None
                              else f" of {tm.target} = {tm.schema.classes[entry.class_code]}")
