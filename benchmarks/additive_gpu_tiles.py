@@ -2,7 +2,7 @@
 
 The additive kernel's elementary-symmetric sum walks K_uf in tiles (``_CHUNK``
 entries on the CPU). On a GPU each elementwise pass over a tile is a kernel launch,
-so ``hdgp.kernels.additive_kernel`` sizes tiles there by ``_GPU_PREFIX_ENTRIES``.
+so ``hdgp.kernels.functions.additive_sum`` sizes tiles there by ``_GPU_PREFIX_ENTRIES``.
 This script fits a sparse OAK model (n = 15,000, d = 18, m = 256, orders up to 10)
 for three iterations, then times loss + gradient with both tile sizes and prints
 the loss and gradient norm of each (they must agree).
@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-import hdgp.kernels.additive_kernel as additive_kernel
+import hdgp.kernels.functions.additive_sum as additive_kernel
 from hdgp.estimators import OAKRegressor
 
 

@@ -1,7 +1,7 @@
 r"""Compiled (Numba) CPU loops for the kernels' hot spots, and the switch that selects them.
 
 **The all-order additive sum.** :math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)` and its reverse
-sweep (see :class:`~hdgp.kernels.additive_kernel._AdditiveSum`) are :math:`O(DR)` passes per matrix
+sweep (see :class:`~hdgp.kernels.functions.additive_sum._AdditiveSum`) are :math:`O(DR)` passes per matrix
 entry. As tensor operations every pass streams whole rows of entries through memory, and the
 backward pass keeps :math:`DR` prefix rows per tile: it is bound by memory traffic, not arithmetic.
 Here the recurrences run over short runs of :data:`_RUN` entries whose working set (the

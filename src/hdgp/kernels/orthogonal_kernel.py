@@ -22,7 +22,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from ..measures import MixtureMeasure
-from . import log_positive
+from ._constraints import log_positive
 from ._elementwise import exp_
 from .se_kernel import FeatureKernel, se_minus_outer
 
