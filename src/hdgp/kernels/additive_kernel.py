@@ -34,10 +34,9 @@ from .symmetric_polynomials import elementary_symmetric
 
 __all__ = ["AdditiveKernel", "additive_sum", "elementary_symmetric", "symmetric_additive_sum"]
 
-#: From this many rows on, k(X, X) is summed on its lower triangle (:func:`symmetric_additive_sum`).
-#: Measured with the compiled sum, OAK's constrained-SE base (D = R = 8), kernel + backward, one
-#: thread: n = 64 0.94x, 128 1.10x, 200 1.27x, 300 1.35x the whole matrix. A GPU takes the whole
-#: matrix as one tile and would gain nothing.
+#: From this many rows on, k(X, X) is summed on its lower triangle (:func:`symmetric_additive_sum`):
+#: the half of the passes saved then outweighs the row blocks' fixed costs (break-even timings:
+#: benchmarks/README.md). A GPU takes the whole matrix as one tile and would gain nothing.
 _SYMMETRIC_MIN_N = 128
 #: k(X, X)'s base kernels are evaluated in about this many row blocks of its lower triangle: more
 #: blocks compute less of the upper triangle (1/(2·blocks) of it), at one base-kernel call each.
@@ -45,8 +44,8 @@ _BASE_BLOCKS = 16
 
 #: Bytes of one row block's base stack (D x rows x cols) where no autograd graph is kept (posteriors,
 #: predictions, the values of a fit's last evaluations): the kernel matrix is then filled block by block
-#: and no block outlives its rows. Larger blocks came fresh from the OS at every call (glibc maps
-#: allocations above 32 MB and unmaps them when freed) and their page faults cost more than the sums.
+#: and no block outlives its rows. Blocks stay below glibc's 32 MB mmap threshold: larger ones come
+#: fresh from the OS at every call (and go back when freed), and their page faults cost more than the sums.
 _NO_GRAD_BLOCK_BYTES = 2**23
 
 #: Above this many elementwise passes (D·R) per kernel evaluation, warn about cost.
@@ -56,8 +55,7 @@ _COST_WARN_PASSES = 1000
 def _base_block(n: int, calls: int = 1) -> int:
     """Entries per row block of k(X, X)'s base matrices: about :data:`_BASE_BLOCKS` blocks, none
     smaller than a tile of the sum per kernel the base calls (a stack of ``calls`` feature groups
-    pays each group's fixed cost in every block: 20 categorical groups, n = 400, made the blocks
-    1.3x slower than one whole matrix)."""
+    pays each group's fixed cost in every block)."""
     return max(_CHUNK * calls, n * n // (2 * _BASE_BLOCKS))
 
 
@@ -212,7 +210,7 @@ class AdditiveKernel(Kernel):
     def _symmetric_values(self, X: torch.Tensor, calls: int) -> torch.Tensor:
         """k(X, X) without a graph, by the compiled lower-triangle sum of :class:`_SymmetricAdditiveSum`
         (the same values), each row block's base matrices summed and freed before the next are made:
-        the graph's blocks, all alive at once, held D n² / 2 values (1.3 GB at n = 5000, D = 13)."""
+        the graph's blocks, all alive at once, hold D n² / 2 values."""
         n = X.shape[0]
         out = X.new_empty(n, n)
         variances = as_array(self.order_variances.detach(), X.dtype)
@@ -239,7 +237,7 @@ class AdditiveKernel(Kernel):
             )
         # contiguous (..., D, n, 1) inputs: elementwise base kernels lay their output out like
         # their inputs, and a transposed view would give (n, m, D) memory order, so every
-        # per-feature pass of the Newton-Girard sum would stride across D (5-10x slower at D=128)
+        # per-feature pass of the Newton-Girard sum would stride across D
         a = x1.transpose(-1, -2).unsqueeze(-1).contiguous()
         b = x2.transpose(-1, -2).unsqueeze(-1).contiguous()
         return to_dense(self.base_kernel.forward(a, b, diag=diag))

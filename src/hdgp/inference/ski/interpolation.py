@@ -83,9 +83,9 @@ def _interpolation_csr(index: torch.Tensor, weight: torch.Tensor, m: int) -> tup
 
 def _interpolation_error(h: torch.Tensor) -> torch.Tensor:
     """Largest error of the cubic SKI approximation of the unit RBF on a grid of step ``h`` (in
-    length-scales), per grid: :math:`0.045 h^3` (fitted to the measured maximum over pairs of
-    points for h from 0.05 to 0.3) or the error of the variance midway between grid points,
-    whichever is larger (the latter from h = 0.5: 0.0078 at 0.5, 0.080 at 1); at most 1."""
+    length-scales), per grid: :math:`0.045 h^3` (a fit of the largest error over pairs of points
+    for h from 0.05 to 0.3) or the error of the variance midway between grid points (Keys weights
+    :math:`(-1, 9, 9, -1)/16`), whichever is larger (the latter from about h = 0.5); at most 1."""
     lag = torch.arange(4, device=h.device, dtype=h.dtype)
     w = torch.tensor([-1.0, 9.0, 9.0, -1.0], device=h.device, dtype=h.dtype) / 16  # Keys weights at t = 1/2
     C = torch.exp(-0.5 * ((lag[:, None] - lag) * h[:, None, None]) ** 2)

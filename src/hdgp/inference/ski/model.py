@@ -101,10 +101,8 @@ class SKIProjectedGPModel(GaussianNoiseModel):
 
     #: L-BFGS stops once a step lowers the objective by less than this fraction of it
     #: (:func:`hdgp.training.fit_hyperparameters`; exact objectives use 1e-6). The objective is an
-    #: estimate (CG to a 1e-3 residual, SLQ with 10 fixed probes), and smaller steps chase its error:
-    #: DPA-GP-ARD on 5120 rows of a 10-feature table took 71 evaluations (112 s) with 1e-6 and 45
-    #: (42 s) with 1e-5, to the same objective to five digits; on concrete, airfoil, energy and housing
-    #: (splits 0-1, DPA-GP-ARD-SKI) 425 -> 373 evaluations, test RMSEs within ±0.0015.
+    #: estimate (CG to a 1e-3 residual, SLQ with 10 fixed probes), and smaller steps chase its error
+    #: instead of the optimum (evaluation counts: benchmarks/README.md, "Numbers behind choices in src/").
     objective_resolution = 1e-5
 
     def __init__(self, kernel, *, grid_size: int = 512, noise_lower_bound: float = 1e-4, noise_prior=None,
@@ -206,8 +204,8 @@ class SKIProjectedGPModel(GaussianNoiseModel):
     def _warn_if_grid_coarse(self, h: torch.Tensor, coef: torch.Tensor) -> None:
         """Warn when the grids are too coarse for the fitted length-scales: the SKI kernel's
         interpolation error (:func:`_interpolation_error`, summed over the projections with their
-        weights) above the noise variance makes the SKI model another model than the exact one (at
-        0.43 length-scales per grid step and noise 0.005, test RMSE 2x the exact GP's; at 3.9, 40x)."""
+        weights) above the noise variance makes the SKI model another model than the exact one, whose
+        predictions can be far from the exact GP's."""
         coef, noise = coef.detach().clamp_min(0), float(self.noise)
 
         def error(finer: float) -> float:  # the error on grids ``finer`` times as fine
@@ -254,8 +252,7 @@ class SKIProjectedGPModel(GaussianNoiseModel):
             warnings.simplefilter("ignore", LinearOperatorNumericalWarning)
             alpha = _cg_solve(Ky, r)
             # iterative refinement: CG stalls on ill-conditioned K̂ (small noise, a large constant
-            # mean), but a fresh solve for the residual recovers the lost digits (rms 0.04 -> 2e-7
-            # in two steps on a noise-1e-4 example)
+            # mean), but a fresh solve for the residual recovers the lost digits
             for _ in range(_POSTERIOR_REFINEMENTS + 1):
                 rho = r - Ky.matmul(alpha)
                 residual = float(rho.norm() / r.norm().clamp_min(torch.finfo(r.dtype).tiny))

@@ -26,9 +26,8 @@ def _ski_prior_variance(weight, inside, h, coef) -> torch.Tensor:
     a point outside projection ``j``'s reach (``inside`` False) has no cross-covariance through it,
     and its exact prior variance :math:`c_j` there. The posterior variance must start from this
     prior, not from the exact :math:`k(x_*, x_*)`: it subtracts the SKI covariances
-    :math:`\\lVert\\phi_*\\rVert^2`, and the interpolation error of the diagonal
-    (:math:`5 \\cdot 10^{-5}` of the signal variance at 0.17 length-scales per grid step) would stay
-    in the result, many times the posterior variance when the noise is small.
+    :math:`\\lVert\\phi_*\\rVert^2`, and the interpolation error of the diagonal would stay in the
+    result, many times the posterior variance when the noise is small.
     """
     lag = torch.arange(4, device=h.device, dtype=h.dtype)
     C = torch.exp(-0.5 * ((lag[:, None] - lag) * h[:, None, None]) ** 2)  # (J, 4, 4): a row's 4 indices are consecutive

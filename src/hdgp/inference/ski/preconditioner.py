@@ -58,10 +58,8 @@ def _preconditioner_column_cap(n: int) -> int:
     columns than rows gain nothing), but never fewer than :data:`_PRECONDITIONER_MAX_COLUMNS`.
 
     A cap that binds leaves large eigenvalues of :math:`P^{-1}\\hat K`, and the log-determinant
-    estimate and its gradient then go wrong together: at n = 2,000, length-scale 0.15 and noise
-    1e-3 (1586 columns wanted), 512 columns put the estimate 20-30 nats off the dense value with
-    gradients off by 2-5 %, where 1586 columns are exact to 0.003 nats (*ad hoc*, 1.9x the time per
-    evaluation).
+    estimate and its gradient then go wrong together (biased, not only noisier), so below the flop
+    budget the cap grows with n.
     """
     return max(_PRECONDITIONER_MAX_COLUMNS, min(int(n), int(math.sqrt(_PRECONDITIONER_GRAM_FLOPS / max(n, 1)))))
 
@@ -75,9 +73,8 @@ def _preconditioner_ranks(h: torch.Tensor, coef: torch.Tensor, noise: torch.Tens
     of about :math:`c_j \\sqrt{2\\pi}\\, (n / L_j)\\, e^{-\\omega_k^2/2}` in :math:`c_j W_j T_j W_j^\\top`
     (``n / L_j`` rows per unit length; :math:`L_j` at least 1). Modes down to
     :data:`_PRECONDITIONER_TOL` times the noise variance are kept. A short length-scale needs many
-    modes (a fixed 16 per projection left the preconditioned log-determinant estimate so noisy at
-    :math:`\\ell \\approx 0.1` that L-BFGS stalled at +0.10 nats per row, against -0.49 reachable);
-    a long one needs a few. At most :func:`_preconditioner_column_cap` in total, shared in
+    modes (a fixed few per projection leave the preconditioned log-determinant estimate too noisy
+    for L-BFGS at short length-scales); a long one needs a few. At most :func:`_preconditioner_column_cap` in total, shared in
     proportion (:func:`_spectral_ranks` are the ranks before the cap). Chosen from
     detached values, so the ranks are piecewise constant in the hyperparameters.
     """
@@ -101,13 +98,13 @@ def _features(op: ProjectedSKIOperator, G: torch.Tensor, ranks: torch.Tensor) ->
     (n, :math:`\\sum_j r_j`), so that :math:`\\Phi\\Phi^\\top \\preceq K^{\\mathrm{SKI}}`.
 
     Built one projection at a time: a padded (J, n, max r_j) intermediate is J times larger
-    when one projection needs many columns (17 GB at n = 36,000 with one short length-scale).
+    when one projection needs many columns.
     """
     scale = op.coef.clamp_min(0).sqrt()
     blocks = []
     for j, r in enumerate(ranks.tolist()):
         # one gather of the 4 grid rows of every training row, (n, 4, r_j), contracted with the weights
-        # (4 separate products kept 4 temporaries: 25 % more memory and time at n = 64,000)
+        # (one temporary, where 4 separate products would keep 4)
         blocks.append(torch.einsum("nk,nkr->nr", op.weight[j], (G[j, :, :r] * scale[j])[op.index[j]]))
     return torch.cat(blocks, 1)
 
@@ -142,7 +139,7 @@ def _feature_gram(op: ProjectedSKIOperator, root: torch.Tensor, columns: torch.T
     (:func:`_interpolation_gram`): :math:`O(16 J^2 n + J^2 m^2 r)` operations and
     :math:`O(J m^2 + R^2)` memory for :math:`R = \\sum_j r_j` columns, against
     :math:`O(n R^2)` and :math:`O(n R)` for :math:`\\Phi^\\top\\Phi` from :math:`\\Phi` (R reaches
-    a few thousand on real data; at n = 10,000 that was a 9040-column, 720 MB :math:`\\Phi`).
+    a few thousand on real data).
     """
     J, m, _ = root.shape
     ranks = columns.sum(-1).tolist()
@@ -179,8 +176,7 @@ def _woodbury_preconditioner(op: ProjectedSKIOperator, G: torch.Tensor, ranks: t
     The solve, run at every CG iteration, is Woodbury's
     :math:`P^{-1} v = (v - \\Phi C^{-1}\\Phi^\\top v)/\\sigma^2` with :math:`\\Phi^\\top v` and
     :math:`\\Phi u` taken through the grids (sparse :math:`W^\\top v`, then :math:`G_j^\\top` per grid):
-    :math:`O(J n + m R)` per column instead of :math:`O(n R)` (10,000 protein rows, R = 512:
-    25 -> 6 ms per call, the largest cost of an evaluation before).
+    :math:`O(J n + m R)` per column instead of :math:`O(n R)`.
     """
     Phi = _features(op, G, ranks)
     n, k = Phi.shape

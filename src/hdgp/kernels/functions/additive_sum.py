@@ -20,11 +20,11 @@ __all__ = ["additive_sum", "symmetric_additive_sum"]
 
 
 #: Elements processed together on the CPU: the D + 2(R + 1) rows of one tile stay in cache,
-#: and the backward pass stores only D·R·_CHUNK prefix values (measured fastest on 2-core x86).
+#: and the backward pass stores only D·R·_CHUNK prefix values (timings: benchmarks/README.md).
 _CHUNK = 16384
 #: On a GPU, tiles are as wide as keeps the backward's D·R prefix rows at 2^28 entries (2 GB in
-#: float64): cache tiling buys nothing there and every elementwise pass is a kernel launch (with
-#: CPU-sized tiles sparse OAK on a 256 × 15,000 K_uf made ~200,000 launches per evaluation).
+#: float64): cache tiling buys nothing there and every elementwise pass is a kernel launch
+#: (benchmarks/additive_gpu_tiles.py compares both tile sizes).
 _GPU_PREFIX_ENTRIES = 2**28
 
 
