@@ -27,6 +27,7 @@ from linear_operator import to_dense
 
 from ..exceptions import CostWarning
 from ._constraints import log_positive
+from ._own_batch_shape import OwnBatchShape
 from ._compiled import as_array, rows_forward, use_compiled
 from .functions.additive_sum import _CHUNK, additive_sum, symmetric_additive_sum
 from .functions.triangle import _mirror_lower, _row_blocks
@@ -68,7 +69,7 @@ def _set_order_variances(module, value):
     module._set_order_variances(value)
 
 
-class AdditiveKernel(Kernel):
+class AdditiveKernel(OwnBatchShape, Kernel):
     r"""Additive kernel with interactions of all orders 0..R and one variance per order.
 
     .. math::
@@ -178,15 +179,6 @@ class AdditiveKernel(Kernel):
             )
         init = [1.0 / ((max_order + 1) * math.comb(num_dims, r)) for r in range(max_order + 1)]
         self._set_order_variances(init)
-
-    @property
-    def batch_shape(self) -> torch.Size:
-        # the base kernel's batch dimension indexes features, not independent kernels
-        return self._batch_shape
-
-    @batch_shape.setter
-    def batch_shape(self, value: torch.Size) -> None:
-        self._batch_shape = value
 
     @property
     def order_variances(self) -> torch.Tensor:
