@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-import hdgp.kernels.functions.additive_sum as additive_kernel
+import hdgp.kernels.functions.additive_sum as additive_sum_module
 from hdgp.estimators import OAKRegressor
 
 
@@ -37,9 +37,9 @@ def main() -> None:
     yt = torch.as_tensor((y - y.mean()) / y.std(), device="cuda")
     for p in model.parameters():
         p.requires_grad_(True)
-    gpu_entries = additive_kernel._GPU_PREFIX_ENTRIES
+    gpu_entries = additive_sum_module._GPU_PREFIX_ENTRIES
     for label, entries in (("CPU-sized tiles", 0), ("GPU-sized tiles", gpu_entries)):
-        additive_kernel._GPU_PREFIX_ENTRIES = entries  # 0 falls back to the CPU tile width
+        additive_sum_module._GPU_PREFIX_ENTRIES = entries  # 0 falls back to the CPU tile width
         times = []
         for _ in range(4):
             model.zero_grad()
@@ -52,7 +52,7 @@ def main() -> None:
         grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
         print(f"{label}: {np.median(times[1:]):.3f} s per loss + gradient (median of 3 after a warm-up), "
               f"loss {loss.item():.10g}, gradient norm {grad.norm().item():.10g}")
-    additive_kernel._GPU_PREFIX_ENTRIES = gpu_entries
+    additive_sum_module._GPU_PREFIX_ENTRIES = gpu_entries
 
 
 if __name__ == "__main__":
