@@ -34,6 +34,7 @@ from .solver import _cg_solve, _settings
 from .toeplitz import _grid_columns, symmetric_toeplitz_eigh
 
 
+#: Relative residual ‖K̂α − r‖/‖r‖ of the posterior solve above which a ConvergenceWarning is issued.
 _POSTERIOR_MAX_RESIDUAL = 1e-3
 #: ... and the rms residual, as a fraction of the noise standard deviation: the residual is about
 #: the error of the posterior mean at the training points, which must be small against the noise
@@ -43,6 +44,8 @@ _POSTERIOR_MAX_RMS_PER_NOISE_STD = 0.1
 _POSTERIOR_REFINEMENTS = 3
 
 
+#: Training sets up to this size get the SKI likelihood from the dense SKI matrix (Cholesky), as
+#: GPyTorch does below its default ``max_cholesky_size``: exact where stochastic estimates are noisiest.
 _DENSE_MAX_N = 800
 
 #: Eigenpairs of :math:`c_j T_j` with eigenvalue at most this fraction of the noise variance are

@@ -13,6 +13,7 @@ from .interpolation import _interp_each, cubic_interpolation
 from .toeplitz import _grid_columns, _toeplitz_matmul
 
 
+#: Floats of a (J, block, 1 + r) tensor of grid values at test points: prediction goes in blocks of rows.
 _PREDICT_BLOCK_FLOATS = 1 << 23
 
 #: Unit length-scales beyond which an RBF sub-kernel is treated as exactly zero (exp(-40.5)).

@@ -18,6 +18,7 @@ from .operator import ProjectedSKIOperator
 from .toeplitz import _toeplitz_matmul
 
 
+#: Smallest eigenvalue, as a fraction of the noise variance, that the Nyström preconditioner keeps.
 _PRECONDITIONER_TOL = 1e-2
 #: Most columns of the preconditioner's root Φ over all projections at large n (n x 512 floats;
 #: O(n · 512²) per evaluation for Φ^T Φ) ...
@@ -74,8 +75,9 @@ def _preconditioner_ranks(h: torch.Tensor, coef: torch.Tensor, noise: torch.Tens
     (``n / L_j`` rows per unit length; :math:`L_j` at least 1). Modes down to
     :data:`_PRECONDITIONER_TOL` times the noise variance are kept. A short length-scale needs many
     modes (a fixed few per projection leave the preconditioned log-determinant estimate too noisy
-    for L-BFGS at short length-scales); a long one needs a few. At most :func:`_preconditioner_column_cap` in total, shared in
-    proportion (:func:`_spectral_ranks` are the ranks before the cap). Chosen from
+    for L-BFGS at short length-scales); a long one needs a few. At most
+    :func:`_preconditioner_column_cap` in total, shared in proportion (:func:`_spectral_ranks`
+    are the ranks before the cap). Chosen from
     detached values, so the ranks are piecewise constant in the hyperparameters.
     """
     ranks = _spectral_ranks(h, coef, noise, n, m)

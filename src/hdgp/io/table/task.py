@@ -16,6 +16,7 @@ MAX_CLASSES = 50
 TASKS = ("auto", "regression", "classification")
 
 
+#: Integer targets with at most this many distinct values get a hint that they may be class codes.
 _FEW_CODES = 10
 
 
