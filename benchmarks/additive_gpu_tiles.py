@@ -2,7 +2,7 @@
 
 The additive kernel's elementary-symmetric sum walks K_uf in tiles (``_CHUNK``
 entries on the CPU). On a GPU each elementwise pass over a tile is a kernel launch,
-so ``hdgp.kernels.additive_kernel`` sizes tiles there by ``_GPU_PREFIX_ENTRIES``.
+so ``hdgp.kernels.functions.additive_sum`` sizes tiles there by ``_GPU_PREFIX_ENTRIES``.
 This script fits a sparse OAK model (n = 15,000, d = 18, m = 256, orders up to 10)
 for three iterations, then times loss + gradient with both tile sizes and prints
 the loss and gradient norm of each (they must agree).
@@ -19,7 +19,7 @@ import time
 import numpy as np
 import torch
 
-import hdgp.kernels.additive_kernel as additive_kernel
+import hdgp.kernels.functions.additive_sum as additive_sum_module
 from hdgp.estimators import OAKRegressor
 
 
@@ -37,9 +37,9 @@ def main() -> None:
     yt = torch.as_tensor((y - y.mean()) / y.std(), device="cuda")
     for p in model.parameters():
         p.requires_grad_(True)
-    gpu_entries = additive_kernel._GPU_PREFIX_ENTRIES
+    gpu_entries = additive_sum_module._GPU_PREFIX_ENTRIES
     for label, entries in (("CPU-sized tiles", 0), ("GPU-sized tiles", gpu_entries)):
-        additive_kernel._GPU_PREFIX_ENTRIES = entries  # 0 falls back to the CPU tile width
+        additive_sum_module._GPU_PREFIX_ENTRIES = entries  # 0 falls back to the CPU tile width
         times = []
         for _ in range(4):
             model.zero_grad()
@@ -52,7 +52,7 @@ def main() -> None:
         grad = torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None])
         print(f"{label}: {np.median(times[1:]):.3f} s per loss + gradient (median of 3 after a warm-up), "
               f"loss {loss.item():.10g}, gradient norm {grad.norm().item():.10g}")
-    additive_kernel._GPU_PREFIX_ENTRIES = gpu_entries
+    additive_sum_module._GPU_PREFIX_ENTRIES = gpu_entries
 
 
 if __name__ == "__main__":

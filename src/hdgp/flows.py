@@ -38,8 +38,8 @@ __all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
 _BOUNDS = [(-10.0, 10.0), (-5.0, 5.0), (-10.0, 10.0), (-3.0, 3.0)]
 
 #: L-BFGS-B stopping rules of the flow fit, tighter than SciPy's defaults (ftol 2.2e-9, gtol 1e-5): with the
-#: analytic gradient a step costs one evaluation, and a log-warped feature with a far outlier (machine's
-#: first column) has a flat valley towards the bounds where the default ftol stops 6e-3 nats short.
+#: analytic gradient a step costs one evaluation, and a log-warped feature with a far outlier has a
+#: flat valley towards the bounds where the default ftol stops short of the minimum.
 _LBFGS_OPTIONS = {"ftol": 1e-13, "gtol": 1e-9, "maxiter": 2000}
 
 #: Accepted values of ``log_transform``.
@@ -62,9 +62,8 @@ _START_SAMPLE = 20000
 
 #: Starting points (a, log b, ε, log δ) of the flow's fit: the identity first (kept unless another
 #: start ends lower), then skewed and heavier- or lighter-tailed ones, because the objective has
-#: local minima for heavy-tailed data (a one-start fit of -Pareto(1) data stopped at 1.7 nats
-#: above a minimum inside the same bounds). Cost, one thread (*ad hoc*): about 0.1 s per feature at
-#: 2,000 rows (0.01 s with one start) and 0.9 s at 40,000 (0.1 s); small beside any GP fit of that size.
+#: local minima for heavy-tailed data. Five starts cost five one-dimensional fits per feature, small
+#: beside any GP fit of that size (timings: benchmarks/README.md, "Numbers behind choices in src/").
 _FLOW_STARTS = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -2.0, -1.0], [0.0, 0.0, 2.0, -1.0],
                          [0.0, 0.0, -2.0, 0.5], [0.0, 0.0, 2.0, 0.5]])
 
@@ -102,12 +101,10 @@ class SinhArcsinhFlow:
         never, or (``"auto"``) for features with skewness > 1 and more than two
         values: :math:`\log x` if they are positive and their log is not skewed beyond 1
         either, else the started log :math:`\log(x - x_{\min} + c)` with the least skewed
-        start :math:`c` (zeros in counts or amounts, or data shifted below zero, kept the
-        machine set's features linear: 10-split test RMSE 0.377 against 0.330 with started
-        logs). Left-skewed features get no log: the mirrored started log
-        :math:`-\log(x_{\max} - x + c)` lowered the marginal likelihood and the test RMSE on
-        housing, whose B column has skewness -3 and a point mass at its maximum (10-split
-        RMSE 0.347 against 0.367; *ad hoc*, see ``benchmarks/results/oak/README.md``).
+        start :math:`c`, so zeros in counts or amounts, or data shifted below zero, do not
+        keep a skewed feature linear. Left-skewed features get no log: the mirrored started log
+        :math:`-\log(x_{\max} - x + c)` does not suit a point mass at the maximum (the
+        comparisons are in ``benchmarks/results/oak/README.md``).
         ``"shifted"`` takes :math:`\log(x - x_{\min} + 1)` of every feature, as the
         OAK authors' code does on raw inputs; it depends on the feature's units
         (the ``+1``), compressing wide-ranged features most.
@@ -196,9 +193,9 @@ class SinhArcsinhFlow:
         :math:`\iota`): :math:`\partial_a = \bar z`,
         :math:`\partial_{\log b} = \overline{z\, b \sinh\iota} - 1`, :math:`\partial_\epsilon = -\bar g`,
         :math:`\partial_{\log\delta} = \overline{g\,\delta s} - 1`. Analytic, so L-BFGS-B needs one
-        evaluation per step instead of five for forward differences (the flow was a third of a
-        32-feature sparse OAK fit). ``terms``: :meth:`_column_terms` of ``u``, when the caller keeps them
-        (a fit evaluates this hundreds of times per column; recomputing them took a fifth to a third of it).
+        evaluation per step instead of five for forward differences. ``terms``: :meth:`_column_terms`
+        of ``u``, when the caller keeps them (a fit evaluates this hundreds of times per column, and
+        the terms do not depend on the parameters).
         """
         s, half_log1p = cls._column_terms(u) if terms is None else terms
         z, log_jac, inner, sinh = cls._warp(s, half_log1p, p)
@@ -271,10 +268,10 @@ class SinhArcsinhFlow:
         :math:`t = \\log(x - x_{\\min} + c) + \\text{const}` (module docstring)."""
         if self.shift_ is not None:
             return slice(None), self.shift_, np.ones_like(self.shift_)
-        if not hasattr(self, "log_min_"):  # flows saved before the tangent continuation
+        if not hasattr(self, "log_min_"):  # model files of format 2.0-2.1 (io.modelfile still reads them)
             return self.use_log_, None, None
         origin = self.log_min_[self.use_log_]
-        if not hasattr(self, "log_start_"):  # flows saved before started logs: log x only
+        if not hasattr(self, "log_start_"):  # formats 2.2-2.3: log x only (no started logs)
             return self.use_log_, origin, origin
         return self.use_log_, origin, self.log_start_[self.use_log_]
 

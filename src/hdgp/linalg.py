@@ -80,9 +80,8 @@ def folded_inverse(L: torch.Tensor) -> torch.Tensor:
     :math:`S`, and :math:`\operatorname{diag} P = \operatorname{diag} K^{-1}`. On the
     CPU (2-D float32/float64) :math:`P` is twice the strict lower triangle of
     :math:`K^{-1}` plus its diagonal, upper triangle zero, from LAPACK ``potri``, which
-    fills one triangle: ``torch.cholesky_inverse`` also mirrors it into the other, and
-    took 40 ms where this takes 31 (n = 1353, one thread, torch 2.13 with MKL, SciPy
-    1.17 with OpenBLAS). Elsewhere :math:`P = K^{-1}` itself.
+    fills one triangle: ``torch.cholesky_inverse`` also mirrors it into the other, a pass
+    this skips. Elsewhere :math:`P = K^{-1}` itself.
     """
     done = _lapack_on_copy(L, "potri", overwrite_c=1)
     if done is None:
@@ -97,9 +96,8 @@ def folded_inverse(L: torch.Tensor) -> torch.Tensor:
 def _cholesky_ex(K: torch.Tensor) -> tuple[torch.Tensor, int]:
     """``(L, info)`` as :func:`torch.linalg.cholesky_ex`; on the CPU through SciPy's LAPACK ``potrf``.
 
-    ``torch.linalg.cholesky_ex`` took 20.5 ms where ``potrf`` on a copy takes 15.3
-    (n = 1353, one thread, torch 2.13 with MKL, SciPy 1.17 with OpenBLAS); part of the
-    difference is torch's separate pass that zeroes the upper triangle. Reads the lower
+    ``potrf`` on a copy skips torch's separate pass that zeroes the upper triangle
+    (timings: benchmarks/README.md, "Numbers behind choices in src/"). Reads the lower
     triangle of ``K``, as torch does.
     """
     done = _lapack_on_copy(K, "potrf", clean=1, overwrite_a=1)

@@ -23,10 +23,9 @@ __all__ = ["FitResult", "fit_hyperparameters"]
 
 #: L-BFGS restarts from the best point after a line search failed on non-PD / non-finite evaluations.
 _LBFGS_BACKOFF_RESTARTS = 3
-#: L-BFGS memory (correction pairs; SciPy's default is 10). With 30 the same optima (equal or
-#: lower final loss) took 18-22 % fewer evaluations: 319 -> 249 for DPA-GP-ARD on concrete
-#: and airfoil (splits 0-2), 792 -> 649 over OAK, RBF-ARD, Additive, RPA-GP-1 and GAM fits
-#: on autompg, yacht, housing and servo (splits 0-1). The extra memory is negligible.
+#: L-BFGS memory (correction pairs; SciPy's default is 10). A longer memory reaches the same
+#: optima in fewer evaluations for the tens to hundreds of hyperparameters of these models, at
+#: negligible memory (evaluation counts: benchmarks/README.md, "Numbers behind choices in src/").
 _LBFGS_MEMORY = 30
 #: L-BFGS stops when a step lowers the objective (per row) by less than this fraction of it; a model
 #: whose objective is itself an estimate raises it to its ``objective_resolution``.
@@ -95,9 +94,9 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
     """L-BFGS-B from the current parameters: at most ``max_iter`` iterations and ``2 * max_iter``
     objective evaluations over all its restarts, then the best parameters evaluated are kept.
 
-    SciPy checks ``maxfun`` only between iterations, so a line search could overrun it (56
-    evaluations for max_iter=20 on a SKI fit, where one evaluation at n = 200,000 takes 30 s):
-    the objective itself stops the run when the budget is spent.
+    SciPy checks ``maxfun`` only between iterations, so a line search could overrun it, and one
+    evaluation of a large SKI fit can take many seconds: the objective itself stops the run when
+    the budget is spent.
     """
     ftol = max(_LBFGS_FTOL, getattr(model, "objective_resolution", 0.0))
     budget = 2 * max_iter

@@ -420,7 +420,7 @@ def test_order_variances_from_python_floats_keep_float64():
 def test_triangle_copies_in_panels_equal_the_whole_matrix_forms(rows, monkeypatch):
     """k(X, X)'s upper triangle copied from the lower one, and the backward's G + Gᵀ on the strict
     lower triangle (G on the diagonal), panel by panel, equal the whole-matrix expressions."""
-    from hdgp.kernels import additive_kernel as module
+    from hdgp.kernels.functions import triangle as module
 
     monkeypatch.setattr(module, "_MIRROR_ROWS", rows)
     gen = torch.Generator().manual_seed(0)

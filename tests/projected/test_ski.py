@@ -9,21 +9,17 @@ from gpytorch.kernels import ScaleKernel
 
 from hdgp.exceptions import NotPositiveDefiniteError
 from hdgp.exceptions import ConvergenceWarning, NumericalWarning
-from hdgp.inference.ski import (
-    _EIGEN_FLOOR,
+from hdgp.inference.ski import ProjectedSKIOperator, SKIProjectedGPModel, cubic_interpolation, symmetric_toeplitz_eigh
+from hdgp.inference.ski.model import _EIGEN_FLOOR
+from hdgp.inference.ski.preconditioner import (
     _PRECONDITIONER_GRAM_FLOPS,
     _PRECONDITIONER_MAX_COLUMNS,
-    ProjectedSKIOperator,
-    SKIProjectedGPModel,
     _dct_basis,
-    _grid_columns,
     _nystrom_grid_root,
     _preconditioner_column_cap,
     _preconditioner_ranks,
-    _toeplitz_matmul,
-    cubic_interpolation,
-    symmetric_toeplitz_eigh,
 )
+from hdgp.inference.ski.toeplitz import _grid_columns, _toeplitz_matmul
 from hdgp.kernels.projected_kernel import ProjectedAdditiveKernel
 from hdgp.projections import diverse_directions, random_directions
 
@@ -208,7 +204,7 @@ def test_capped_preconditioner_biases_the_log_det_and_the_n_dependent_cap_does_n
     """n = 1200, length-scale 0.15, noise 1e-3: the spectrum wants 879 columns. With 512 (the former
     fixed cap) the estimate against the dense SKI value is off by up to 0.009 nats per row over probe
     seeds; with the cap from n (1200) every seed is within 1e-3."""
-    from hdgp.inference import ski as ski_module
+    from hdgp.inference.ski import preconditioner as ski_module
 
     n = 1200
     X, y = _data(n)
@@ -243,7 +239,7 @@ def test_conditioning_warns_when_the_preconditioner_cap_binds():
 def test_small_data_get_the_exact_ski_likelihood_and_gradient_from_the_dense_matrix():
     """Up to _DENSE_MAX_N rows: the value and gradient of the SKI model (not of the exact kernel) to
     rounding, whatever the probe seed, at a length-scale and noise where probes would be off."""
-    from hdgp.inference.ski import _DENSE_MAX_N
+    from hdgp.inference.ski.model import _DENSE_MAX_N
 
     n = 400
     assert n <= _DENSE_MAX_N
@@ -361,7 +357,7 @@ def _mixed_posterior(n=500, m=128, noise=0.05):
 def test_feature_gram_on_the_grids_equals_phi_transpose_phi():
     """Phi^T Phi from the interpolation Gram blocks W_j^T W_j' equals the product of the explicit
     features, column-masked; chunked accumulation (tiny max_entries) changes nothing."""
-    from hdgp.inference import ski as ski_module
+    from hdgp.inference.ski import preconditioner as ski_module
 
     X, _, ski, _ = _mixed_posterior(n=300, m=64)
     op, _ = ski.operator(X)
@@ -459,7 +455,7 @@ def test_conditioning_warns_when_the_grids_are_coarse_for_the_length_scales():
         fine = SKIProjectedGPModel(k, grid_size=512).to(DT)
         fine.likelihood.noise = 0.01
         fine.posterior(X, y)
-    from hdgp.inference.ski import _interpolation_error
+    from hdgp.inference.ski.interpolation import _interpolation_error
 
     h = torch.tensor([0.05, 0.1, 0.2, 0.5, 1.0], dtype=DT)  # measured: 5.5e-6, 4.4e-5, 3.7e-4, 7.8e-3, 8.0e-2
     measured = torch.tensor([5.52e-6, 4.44e-5, 3.66e-4, 7.78e-3, 7.98e-2], dtype=DT)
@@ -486,7 +482,7 @@ def test_a_posterior_without_columns_reads_as_every_column_kept():
 def test_ski_prediction_in_blocks_equals_one_pass(monkeypatch):
     """Test points are predicted in blocks (bounded memory); the blocks' grids extend differently
     but the predictions agree with one pass over all points."""
-    from hdgp.inference import ski as ski_module
+    from hdgp.inference.ski import posterior as ski_module
 
     X, _, _, post = _mixed_posterior(n=300, m=64)
     Xs = 2.0 * torch.randn(700, 5, dtype=DT, generator=torch.Generator().manual_seed(5))
@@ -540,7 +536,7 @@ def test_preconditioner_solve_through_the_grids_is_the_dense_inverse():
     """P^-1 v taken through the grids (sparse W^T v, per-grid roots, Woodbury) equals
     (Phi Phi^T + sigma^2 I)^-1 v with the explicit features, for unequal ranks per projection;
     log|P| is the dense log-determinant."""
-    from hdgp.inference.ski import _features, _woodbury_preconditioner
+    from hdgp.inference.ski.preconditioner import _features, _woodbury_preconditioner
 
     X, _, ski, _ = _mixed_posterior(n=300, m=64)
     op, (_, h) = ski.operator(X)

@@ -7,30 +7,21 @@ shuffles the row indices with NumPy's legacy generator seeded by ``s`` and train
 on the first ``int(0.9 n)`` rows, testing on the rest.
 
 Applied to the shared files' rows, in the order given by :data:`BB_SETS`, this
-reproduces the paper's deterministic baselines (scikit-learn's
-``LinearRegression``, ``KNeighborsRegressor`` and ``SVR`` with default settings)
-to the three decimals of its Table 5, mean and std over the 10 splits, on
-machine, servo, fertility, forest, stock, airfoil and boston
-(``tests/foundation/test_bayesian_benchmarks.py``), and on gas (all three, least
-squares' 112.965 ± 333.613 included) and kin40k (least squares) when checked by hand:
-too slow for the test suite. So these are the paper's splits, and results on them
-compare with the paper's like for like.
+reproduces the paper's deterministic baselines (scikit-learn's ``LinearRegression``,
+``KNeighborsRegressor`` and ``SVR`` with default settings) to the three decimals of its
+Table 5 on machine, servo, fertility, forest, stock, airfoil and boston
+(``tests/foundation/test_bayesian_benchmarks.py``); so these are the paper's splits, and
+results on them compare with the paper's like for like. The checks by hand on the other
+sets are in benchmarks/README.md ("The OAK paper's splits").
 
 - boston comes from the SIGP folder's raw ``housing`` file (the ``uci/`` copy has its
   rows in another order), read as the suite reads it: ``pandas.read_fwf``, whose
-  inferred column widths cut the leading digits off wide values, so the paper's
-  models saw RAD = 24 as 4 (132 rows), DIS >= 10 without its tens (5 rows) and 54
-  CRIM values shortened. Parsed correctly, the same splits give least squares
-  0.412 ± 0.043, not the paper's 0.444 ± 0.044; parsed this way, 0.444 ± 0.044.
+  inferred column widths cut the leading digits off wide values (RAD = 24 reads as 4),
+  as the paper's models saw them.
 - energy comes from ``uci/energy`` re-sorted into the UCI spreadsheet's order
   (glazing area, glazing-area distribution, relative compactness descending,
-  orientation): KNN and SVR then match the paper's to the third decimal
-  (0.219 ± 0.029 against 0.218 ± 0.029, and 0.227 ± 0.027 exactly). Least squares
-  does not (0.282 against 0.300): surface area = wall area + 2 roof area makes the
-  design singular, and the shared file's rounding decides that fit.
-- elevators in file order is not confirmed: least squares blows up on some splits of its
-  ill-conditioned design (15.3 ± 22.7 here, 14.6 ± 21.6 in the paper), which no baseline of
-  the paper pins down to three decimals.
+  orientation), the order in which KNN and SVR match the paper's.
+- elevators is in file order, which no baseline of the paper pins down to three decimals.
 - yacht (the shared file holds a log target in an unknown row order) and protein
   (Wilson's row order differs from the CASP file's) cannot be rebuilt.
 """

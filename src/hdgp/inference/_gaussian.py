@@ -10,10 +10,28 @@ from gpytorch.likelihoods import GaussianLikelihood
 from gpytorch.means import ConstantMean
 from gpytorch.priors import Prior
 
-__all__ = ["GaussianNoiseModel"]
+__all__ = ["ConstantMeanPriors", "GaussianNoiseModel"]
 
 
-class GaussianNoiseModel(gpytorch.Module):
+class ConstantMeanPriors:
+    """Mixin of every engine (exact and sparse ones through :class:`GaussianNoiseModel`, and the
+    variational one): the constant mean :math:`c` of its ``mean`` module, and the log prior density
+    that MAP training adds to the objective."""
+
+    @property
+    def constant(self) -> torch.Tensor:
+        """Constant mean :math:`c` (scalar tensor)."""
+        return self.mean.constant.reshape(())
+
+    def log_prior(self) -> torch.Tensor:
+        """Sum of the log densities of every registered GPyTorch prior (0 if none)."""
+        total = self.constant.new_zeros(())
+        for _, module, prior, closure, _ in self.named_priors():
+            total = total + prior.log_prob(closure(module)).sum()
+        return total
+
+
+class GaussianNoiseModel(ConstantMeanPriors, gpytorch.Module):
     r"""Base of the regression engines: :math:`y = c + f(x) + \varepsilon`, :math:`\varepsilon \sim N(0, \sigma_n^2)`.
 
     Holds the kernel, the constant mean :math:`c` (``mean``) and the Gaussian
@@ -32,14 +50,3 @@ class GaussianNoiseModel(gpytorch.Module):
         """Noise variance :math:`\\sigma_n^2` (scalar tensor)."""
         return self.likelihood.noise.reshape(())
 
-    @property
-    def constant(self) -> torch.Tensor:
-        """Constant mean :math:`c` (scalar tensor)."""
-        return self.mean.constant.reshape(())
-
-    def log_prior(self) -> torch.Tensor:
-        """Sum of the log densities of every registered GPyTorch prior (0 if none)."""
-        total = self.noise.new_zeros(())
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total

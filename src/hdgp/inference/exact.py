@@ -45,9 +45,9 @@ class ExactGPModel(GaussianNoiseModel):
         so :meth:`neg_log_marginal_likelihood` returns
         :math:`\min_c -\log p(y \mid X, \theta, c)` and stores :math:`\hat c` in
         ``mean``. The minima over the other hyper-parameters are those of the joint
-        problem, but the optimiser no longer creeps along the flat ridge where a large
-        output scale trades off against the constant (DPA-GP-ARD on concrete, 3 splits:
-        118 → 97 L-BFGS evaluations in ``benchmarks/projected_speed.py``).
+        problem, but the optimiser does not creep along the flat ridge where a large
+        output scale trades off against the constant (``benchmarks/projected_speed.py``
+        counts the evaluations).
         ``mean.raw_constant`` is then not trainable.
     """
 
@@ -128,7 +128,7 @@ class _NegLogMarginalLikelihood(torch.autograd.Function):
     Since :math:`K` is symmetric, any :math:`\tilde W` with
     :math:`\tilde W + \tilde W^\top = 2W` gives the same gradients (each is an inner
     product with a symmetric matrix); :math:`K_y^{-1}` comes as such a folded matrix from
-    :func:`~hdgp.linalg.folded_inverse` (one triangle on the CPU, 23 % less time than the
+    :func:`~hdgp.linalg.folded_inverse` (one triangle on the CPU, so less work than the
     full inverse).
 
     With ``profile`` the shift :math:`\hat c = \mathbf 1^\top K_y^{-1} r / \mathbf 1^\top K_y^{-1}\mathbf 1`

@@ -194,19 +194,9 @@ class InducingPosterior(GaussianPosterior):
         <hdgp.inference.exact.ExactPosterior.summand>` (then
         :math:`K^{-1} - K^{-1}SK^{-1} = (K + \sigma_n^2 I)^{-1}`).
 
-        Parameters
-        ----------
-        cross : torch.Tensor of shape (t, m)
-            :math:`k_g(X_*, Z)`.
-        prior : torch.Tensor of shape (t,), or (t, t) when ``full_cov``
-            Prior variances :math:`k_g(x_*, x_*)` (covariance :math:`k_g(X_*, X_*)`).
-
-        Returns
-        -------
-        mean : torch.Tensor of shape (t,)
-            Without the constant mean.
-        var : torch.Tensor of shape (t,) (clamped at 0), or (t, t) when ``full_cov``
-            Times ``variance_scale``.
+        Parameters and returns as in :meth:`ExactPosterior.summand
+        <hdgp.inference.exact.ExactPosterior.summand>`, with ``cross`` the (t, m) matrix
+        :math:`k_g(X_*, Z)` against the inducing inputs.
         """
         T = torch.linalg.solve_triangular(self.L_uu, cross.T, upper=False)
         MT = self.var_factor @ T

@@ -50,10 +50,9 @@ DEFAULT_JITTER = 1e-6
 #: plus autograd buffers, about 12·D·m·n floats for OAK) then never exceed one block.
 CROSS_BLOCK = 2**20
 #: Entries of K_uf per row block once it is blocked (at most CROSS_BLOCK). An additive kernel's
-#: temporaries hold D values per entry, and blocks of 2^20 entries (150 MB each at D = 18) came
-#: fresh from the OS at every call (glibc maps allocations above 32 MB and unmaps them when freed),
-#: so their page faults cost more than the arithmetic. *Ad hoc*, sparse OAK, m = 512, n = 6,000,
-#: one thread: bound + gradient 1.78 -> 1.30 s (elevators, D = 18), 0.76 -> 0.65 s (kin40k, D = 8).
+#: temporaries hold D values per entry; blocks kept below glibc's 32 MB mmap threshold are reused
+#: from the heap, where larger ones come fresh from the OS at every call and their page faults cost
+#: more than the arithmetic (timings: benchmarks/README.md, "Numbers behind choices in src/").
 BLOCK_ENTRIES = 2**17
 
 
@@ -253,7 +252,7 @@ class SGPRModel(GaussianNoiseModel):
         c = self.constant
         with torch.no_grad():
             # the coefficients cancel heavily (e.g. L^-T (I - B^-1) L^-1 - αα^T): they are computed in
-            # float64 also for float32 kernels, whose gradients were otherwise wrong by O(1)
+            # float64 also for float32 kernels, whose gradients would otherwise be wrong by O(1)
             K_uu, K_uf = Kuu.detach().double(), Kuf.detach().double()
             s = noise.detach().double()
             sigma = s.sqrt()

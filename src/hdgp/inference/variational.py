@@ -54,6 +54,7 @@ from tqdm.auto import tqdm
 from ..exceptions import ConvergenceWarning, NumericalWarning
 from ..linalg import robust_cholesky
 from ..training import FitResult, fit_hyperparameters
+from ._gaussian import ConstantMeanPriors
 from .inducing import InducingPosterior, kmeans_inducing_points
 
 __all__ = ["SVGPModel", "fit_svgp"]
@@ -65,7 +66,7 @@ DEFAULT_BATCH_SIZE = 1024
 _ELBO_CHUNK = 4096
 
 
-class SVGPModel(gpytorch.models.ApproximateGP):
+class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
     r"""Sparse variational GP, registered as ``ENGINES["variational"]`` (Gaussian likelihood).
 
     Parameters
@@ -76,18 +77,9 @@ class SVGPModel(gpytorch.models.ApproximateGP):
         Lower bound on the Gaussian noise variance (regression only).
     noise_prior : gpytorch.priors.Prior, optional
         Prior on the noise variance (regression only; enters the ELBO as a MAP term).
-    n_inducing : int, default=512
-        Number of inducing points :math:`m` (``m > n`` raises).
-    random_state : int or None
-        Seed of the k-means initialisation.
-    X : torch.Tensor or ndarray of shape (n, d), optional
-        Training inputs for the k-means initialisation
-        (:func:`~hdgp.inference.inducing.kmeans_inducing_points`).
-    discrete : sequence of int, default=()
-        Columns k-means keeps on observed values whatever their number of levels
-        (e.g. categorical level codes).
-    inducing_points : torch.Tensor of shape (m, d), optional
-        Explicit inducing inputs (then ``X`` and ``n_inducing`` are ignored).
+    n_inducing, random_state, X, discrete, inducing_points
+        The inducing inputs and their k-means initialisation, as in
+        :class:`~hdgp.inference.sparse.SGPRModel` (``X`` may also be an ndarray).
     likelihood : {"gaussian", "bernoulli"}, default="gaussian"
         Observation model; ``"bernoulli"`` expects labels in {0, 1}.
     learn_inducing : bool, default=True
@@ -158,17 +150,6 @@ class SVGPModel(gpytorch.models.ApproximateGP):
         """Gaussian noise variance :math:`\\sigma_n^2` (None for the Bernoulli likelihood)."""
         return self.likelihood.noise.reshape(()) if self.likelihood_name == "gaussian" else None
 
-    @property
-    def constant(self) -> torch.Tensor:
-        """Constant mean :math:`c` (scalar tensor)."""
-        return self.mean.constant.reshape(())
-
-    def log_prior(self) -> torch.Tensor:
-        """Sum of the log densities of every registered GPyTorch prior (0 if none)."""
-        total = self.constant.new_zeros(())
-        for _, module, prior, closure, _ in self.named_priors():
-            total = total + prior.log_prob(closure(module)).sum()
-        return total
 
     def elbo(self, X, y) -> torch.Tensor:
         r"""Full-data ELBO :math:`\mathcal L` (module docstring), summed over chunks of rows.

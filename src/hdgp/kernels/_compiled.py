@@ -1,14 +1,13 @@
 r"""Compiled (Numba) CPU loops for the kernels' hot spots, and the switch that selects them.
 
 **The all-order additive sum.** :math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)` and its reverse
-sweep (see :class:`~hdgp.kernels.additive_kernel._AdditiveSum`) are :math:`O(DR)` passes per matrix
+sweep (see :class:`~hdgp.kernels.functions.additive_sum._AdditiveSum`) are :math:`O(DR)` passes per matrix
 entry. As tensor operations every pass streams whole rows of entries through memory, and the
 backward pass keeps :math:`DR` prefix rows per tile: it is bound by memory traffic, not arithmetic.
 Here the recurrences run over short runs of :data:`_RUN` entries whose working set (the
 :math:`D \times R` prefixes, the :math:`R + 1` polynomials and adjoints) stays in the first cache
-levels, with the innermost loops over entries, which LLVM vectorises. Measured against the tensor
-version (benchmarks/additive_kernel_speed.py: one thread, n = 1000, D = R = 13, sum + backward):
-0.221 → 0.062 s on the lower triangle, 0.340 → 0.109 s on the whole matrix.
+levels, with the innermost loops over entries, which LLVM vectorises (timings against the tensor
+version: ``benchmarks/additive_kernel_speed.py`` and benchmarks/README.md).
 
 Both sum kernels walk the rows of a block ``(D, rows, cols)``: row ``ia`` is row ``row0 + ia`` of
 the output and covers columns ``0 .. row0 + ia`` when ``lower`` (the lower triangle of a
@@ -61,7 +60,7 @@ def _jit(function):
 
 def use_compiled(t) -> bool:
     """Whether work on tensor ``t`` runs compiled: CPU floating tensors, while :data:`ENABLED` and
-    Numba compiles (``NUMBA_DISABLE_JIT=1`` would run the loops as Python, ~100x slower than tensors)."""
+    Numba compiles (``NUMBA_DISABLE_JIT=1`` would run the loops as Python, far slower than tensors)."""
     return (ENABLED and not numba.config.DISABLE_JIT and t.device.type == "cpu"
             and t.dtype in (torch.float32, torch.float64))
 

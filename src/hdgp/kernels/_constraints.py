@@ -10,11 +10,9 @@ def log_positive() -> Positive:
     """Positivity constraint through ``exp`` (raw parameter = log value).
 
     L-BFGS converges in far fewer steps on log-scale parameters than on GPyTorch's
-    default softplus, which is nearly linear for large values: on housing
-    (RBF-ARD, n = 455) 44 instead of 150 marginal-likelihood evaluations, with
-    a slightly better optimum. The projected-additive kernels moved to it later: DPA-GP-ARD on
-    concrete and airfoil (10 splits each) took 27 % and 13 % fewer evaluations, at equal
-    mean loss and slightly lower mean test RMSE (ad hoc, ``benchmarks/README.md``).
+    default softplus, which is nearly linear for large values, so a step in the raw
+    parameter moves a length-scale or variance by a factor, not by an amount
+    (evaluation counts: benchmarks/README.md, "Numbers behind choices in src/").
     """
     return Positive(transform=torch.exp, inv_transform=torch.log)
 

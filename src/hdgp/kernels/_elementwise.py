@@ -1,10 +1,9 @@
 """In-place elementwise functions for the kernels' fused forward and backward passes.
 
 The exponential is most of the time of a stationary kernel matrix. On the CPU,
-NumPy's SIMD ``exp`` is about twice as fast as torch's (2^17 entries: float64
-63 µs vs 155 µs, float32 34 µs vs 74 µs; torch 2.13, NumPy 2.4, one thread,
-AVX-512), with the same accuracy (largest relative difference 2e-16 on
-[-200, 0]). The kernels call it through the shared memory of a CPU tensor; other
+NumPy's SIMD ``exp`` is faster than torch's, with the same accuracy (timings and
+the largest relative difference: benchmarks/README.md, "Numbers behind choices in
+src/"). The kernels call it through the shared memory of a CPU tensor; other
 devices, and tensors that autograd tracks, use torch.
 """
 

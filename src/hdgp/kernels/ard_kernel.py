@@ -3,9 +3,9 @@ r"""Fused, scaled ARD stationary kernels (RBF, IMQ) with a hand-written backward
 GPyTorch's ``ScaleKernel(RBFKernel(ard_num_dims=d))`` builds its distance matrix
 through several n×n temporaries (abs, pow, where, clamp), multiplies by the
 output scale in a separate pass, and autograd keeps every temporary for the
-backward pass. Measured on housing (n = 455, d = 13, one thread) its forward +
-backward took 46 ms against 7 ms for the Cholesky factorisation it feeds, so the
-kernel, not the linear algebra, dominated training. Here the kernel matrix is
+backward pass, so on small data the kernel, not the Cholesky factorisation it
+feeds, dominates training (timings: benchmarks/README.md, "Numbers behind choices
+in src/"). Here the kernel matrix is
 built in place from one matrix product, and every gradient reduces to one n×m
 element-wise pass plus matrix products:
 

@@ -8,10 +8,12 @@ import torch
 from gpytorch.kernels import Kernel
 from linear_operator import to_dense
 
+from ._own_batch_shape import OwnBatchShape
+
 __all__ = ["FeatureStackKernel"]
 
 
-class FeatureStackKernel(Kernel):
+class FeatureStackKernel(OwnBatchShape, Kernel):
     r"""Per-feature kernels for mixed feature types, in the feature-stacked layout.
 
     Input ``(..., D, n, 1)`` holds one feature per batch entry. Group :math:`g`
@@ -39,14 +41,6 @@ class FeatureStackKernel(Kernel):
         self.kernels = torch.nn.ModuleList(kernels)
         self.columns = [list(map(int, cols)) for cols in columns]
         self.register_buffer("_order", torch.argsort(torch.tensor(flat)), persistent=False)
-
-    @property
-    def batch_shape(self) -> torch.Size:
-        return self._batch_shape
-
-    @batch_shape.setter
-    def batch_shape(self, value: torch.Size) -> None:
-        self._batch_shape = value
 
     def _stack(self, pieces, feat_dim):
         return torch.cat(pieces, dim=feat_dim).index_select(feat_dim, self._order.to(pieces[0].device))

@@ -22,7 +22,7 @@ import torch
 from gpytorch.kernels import Kernel
 
 from ..measures import MixtureMeasure
-from . import log_positive
+from ._constraints import log_positive
 from ._elementwise import exp_
 from .se_kernel import FeatureKernel, se_minus_outer
 
@@ -53,8 +53,7 @@ def _se_overlap_matrix(mu, var, x1, x2, l2):
 
     .. math:: \sqrt{\tfrac{r}{r+v}}\, \exp\Big(-\frac{(a-b)^2}{4\ell^2} - \frac{(a+b-2\mu)^2}{8(r+v)}\Big),
 
-    built in two buffers of the output's size (the general form made about eight, 4.7x slower for
-    D = 8, n = 927).
+    built in two buffers of the output's size (the general form makes about eight).
     """
     r = l2 / 2
     out = x1 - x2.transpose(-1, -2)
@@ -249,8 +248,8 @@ class ConstrainedCategoricalKernel(Kernel):
             \qquad \hat s = s/\lVert s\rVert.
 
         The literal :math:`A - (Aw)(Aw)^\top/d` cancels catastrophically when a fit drives
-        :math:`\kappa \to 0` with :math:`W` nearly orthogonal to :math:`w` (:math:`d = 5\cdot10^{-10}`
-        after a MAP fit on a 3-level feature, *ad hoc*): relative error 1e-2 against 1e-12 here
+        :math:`\kappa \to 0` with :math:`W` nearly orthogonal to :math:`w` (:math:`d \to 0`, as a MAP
+        fit on a feature with few levels can reach); this form keeps full relative accuracy there
         (the test compares both with 60-digit arithmetic).
         """
         W = self.raw_covar_factor

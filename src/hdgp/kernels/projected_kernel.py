@@ -40,12 +40,12 @@ __all__ = ["ProjectedAdditiveKernel"]
 
 #: Entries of one block's (J, rows, cols) temporaries on the CPU: ~1 MB in float64, so every
 #: elementwise pass runs in cache, yet each torch call covers all J terms and several rows
-#: (per-term 64-row blocks spent a third of the kernel time dispatching small ops).
+#: (per-term blocks of few rows would spend much of the kernel time dispatching small ops).
 _CPU_BLOCK_ENTRIES = 2**17
 #: The same on a GPU: there, cache blocking buys nothing and each elementwise pass is a kernel
 #: launch, so blocks are as large as keeps a temporary at 2^26 entries (512 MB in float64).
 _GPU_BLOCK_ENTRIES = 2**26
-#: Fewest rows per block: below ~8 the per-call overhead outweighs the cache (n = 1353, J = 20).
+#: Fewest rows per block: with fewer, the per-call overhead outweighs the cache.
 _MIN_BLOCK_ROWS = 8
 
 
@@ -53,7 +53,7 @@ def _stack(Z: torch.Tensor, slices, terms: list[int]) -> torch.Tensor:
     """Columns of the sub-kernels ``terms`` (all of one degree D) as ``(..., len(terms), n, D)``, times √½."""
     degree = slices[terms[0]].stop - slices[terms[0]].start
     cols = [slices[j].start + k for j in terms for k in range(degree)]
-    # contiguous in n: every block pass reads rows of these (a strided layout cost ~20 %)
+    # contiguous in n: every block pass reads rows of these
     return Z[..., cols].unflatten(-1, (len(terms), degree)).movedim(-2, -3).contiguous().mul_(math.sqrt(0.5))
 
 

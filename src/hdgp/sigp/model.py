@@ -121,7 +121,7 @@ class SIGPModel:
 
         Without ``full_cov`` the rows are handled in blocks of :data:`_PREDICT_BLOCK_FLOATS` / r
         (each block's kernel columns and features are (block, r)), so memory does not grow with
-        the number of rows (it was 21 KB per row at r = 1000).
+        the number of rows.
         """
         if full_cov:
             return self.predict_from(self.features(X_new), X_new, latent=latent, full_cov=True)
