@@ -17,8 +17,9 @@ same run: ``torch.linalg.cholesky`` GFLOP/s at the fit's n, and the per-element 
 multiply-add on an n x n block (``torch.addcmul``).
 
 Writes, under ``--out``: ``<model>_<n>x<d>.txt`` (the raw cProfile summaries, cumulative and own
-time), ``records-<tag>.jsonl`` (one record per fit) and, with ``--report``, ``README.md`` from every
-``records-*.jsonl`` there.
+time), ``records-<tag>.jsonl`` (one record per fit) and, with ``--report``, ``tables.md`` from every
+``records-*.jsonl`` there (a later file's record of the same fit replaces an earlier one). The analysis,
+``README.md`` there, is written by hand from those tables.
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/profile_defaults.py \
         --models OAK,OAK-classifier --sizes 1000x8,1000x20,3000x8 --cap 150 --tag a
@@ -599,7 +600,7 @@ def main(argv=None) -> int:
     ap.add_argument("--sweep-iter", type=int, default=5)
     ap.add_argument("--params", default="", metavar="K=V,...",
                     help="integer overrides for every hdgp preset fitted (e.g. max_iter=3: per-evaluation cost at scale)")
-    ap.add_argument("--report", action="store_true", help="only write README.md from the records in --out")
+    ap.add_argument("--report", action="store_true", help="only write tables.md from the records in --out")
     args = ap.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     if args.report:
