@@ -69,6 +69,8 @@ def friedman_table(n: int, d: int, seed: int = 0):
     f(x) = 10 sin(pi x0 x1) + 20 (x2 - 1/2)^2 + 10 x3 + 5 x4 + 4 x5 x6 + 3 x0 x7 (x7 only if d > 7),
     y = f + N(0, 1); the binary target is 1{f + logistic noise > median f}.
     """
+    if d < 7:
+        raise ValueError(f"friedman_table needs at least 7 features (x0..x6 carry the signal), got {d}.")
     rng = np.random.default_rng(seed)
     X = rng.uniform(size=(n + N_TEST, d))
     f = (10 * np.sin(np.pi * X[:, 0] * X[:, 1]) + 20 * (X[:, 2] - 0.5) ** 2 + 10 * X[:, 3] + 5 * X[:, 4]
