@@ -177,6 +177,9 @@ def test_the_report_of_a_hand_made_store_shows_the_ranking_and_the_checks(tmp_pa
     assert "| a | 2 | OAK | 0.600 | 1.20 | 0.40 | 1.100 |" in text
     assert "| a | 3 | HGB | 1.500 | 3.00 | 1.00 |  |" in text  # no NLPD: an empty cell
     assert "| c | 1.000 | yes | yes | SIGP | **no** |" in text
+    # OAK: ratios to the best 1.2 (a), 0.41 / 0.3 (b), 1.0 (c: tied with RBF-ARD, first in protocol order);
+    # to HGB 0.4, 1.367, 0.5
+    assert "| regression | OAK | 3 | 1 | 1.20 | 1.37 | 0.50 |" in text
     assert ("OAK within 1.05 x RBF-ARD on 2 of 3 data sets; no family over 2.0 x HGB (where a GP beats it) on 3 "
             "of 4") in text
 

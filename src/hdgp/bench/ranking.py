@@ -1,7 +1,8 @@
 """Rank the model families per data set and check issue #41's bars (the ``"ranking"`` report section).
 
 For each data set the models are ranked by their mean primary metric over the splits they
-completed: test RMSE for regression, log-loss for classification (lower is better for both).
+completed: test RMSE for regression, log-loss for classification (lower is better for both;
+ties keep the protocol's model order).
 Each model's ratio to the best model and to the protocol's peer estimator (``source="peer"``,
 e.g. HistGradientBoosting) is that mean divided by theirs.
 """
@@ -108,6 +109,19 @@ def _yes(flag, failing: str = "**no**") -> str:
     return "yes" if flag else failing
 
 
+def _family_summary(ranked: pd.DataFrame) -> list[str]:
+    """Markdown: per model, over the data sets it ran on, how often it ranked first and its ratios."""
+    lines = ["Per model over the data sets it finished (each data set counts once): rank-1 count, median and "
+             "worst ratio to the best model, median ratio to HGB.", "",
+             "| task | model | data sets | first | median / best | worst / best | median / HGB |",
+             "|---|---|---|---|---|---|---|"]
+    for (task, model), g in ranked.groupby(["task", "model"], sort=False):
+        lines.append(f"| {task} | {model} | {len(g)} | {int((g['rank'] == 1).sum())} | "
+                     f"{_num(g['ratio_best'].median(), 2)} | {_num(g['ratio_best'].max(), 2)} | "
+                     f"{_num(g['ratio_peer'].median(), 2)} |")
+    return lines + [""]
+
+
 def ranking_section(results: pd.DataFrame, proto) -> list[str]:
     """Markdown: the ranking per data set and the summary of issue #41's checks."""
     ranked = rank_table(results, proto)
@@ -133,6 +147,7 @@ def ranking_section(results: pd.DataFrame, proto) -> list[str]:
                          + " | ".join(_num(r[m]) for m in shown)
                          + f" | {_num(r['fit_seconds'], 1)} | {int(r['n_splits'])} |")
         lines.append("")
+    lines += _family_summary(ranked)
     checks = check_table(ranked, proto)
     lines += ["## Issue #41 checks", "",
               f"OAK/RBF-ARD: OAK's mean RMSE over RBF-ARD's (bar: <= {OAK_TO_RBF_BAR}). Over 2x HGB: the "
