@@ -16,8 +16,9 @@ from hdgp.bench.runner import check_revision
 from hdgp.bench.task import expected_calibration_error
 from hdgp.exceptions import HDGPWarning
 
-_REGRESSION = {"OAK", "Additive", "GAM", "RBF-ARD", "DPA-GP-ARD", "SIGP", "HGB"}
-_CLASSIFICATION = {"OAK-classifier", "GP-classifier", "SIGP-classifier", "Additive-classifier", "HGB-classifier"}
+_REGRESSION = {"OAK", "Additive", "GAM", "RBF-ARD", "DPA-GP-ARD", "SIGP", "HGB", "auto"}
+_CLASSIFICATION = {"OAK-classifier", "GP-classifier", "SIGP-classifier", "Additive-classifier", "HGB-classifier",
+                   "auto-classifier"}
 
 
 def test_generalisation_expands_to_every_family_and_the_peer_on_each_table_kind():
@@ -32,8 +33,9 @@ def test_generalisation_expands_to_every_family_and_the_peer_on_each_table_kind(
               for name in ("diabetes", "iris")}
     assert by_set["diabetes"] == {(m, s) for m in _REGRESSION for s in proto.splits}
     assert by_set["iris"] == {(m, s) for m in _CLASSIFICATION for s in proto.splits}
-    assert {t.model.preset for t in tasks if t.model.source == "peer"} == {"HistGradientBoostingRegressor",
-                                                                          "HistGradientBoostingClassifier"}
+    assert {t.model.preset for t in tasks if t.model.source == "peer"} == {
+        "HistGradientBoostingRegressor", "HistGradientBoostingClassifier", "hdgp-auto-regressor",
+        "hdgp-auto-classifier"}
 
 
 def test_every_protocol_keeps_its_name_and_the_package_keeps_the_public_api():
@@ -77,6 +79,28 @@ def test_a_peer_runs_through_the_runner_and_stores_no_nlpd(tiny_protocol, protoc
     assert hgb["metric_rmse"] == pytest.approx(rmse, rel=1e-9)
 
 
+def test_auto_is_the_workflow_choice_as_an_estimator():
+    from hdgp.bench.peers import AutoTableModel
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(40, 2))
+    y = np.sin(2 * X[:, 0]) + 0.05 * rng.normal(size=40)
+    est = make_peer("hdgp-auto-regressor", random_state=0)
+    assert isinstance(est, AutoTableModel) and est.get_params() == {"task": "regression", "random_state": 0}
+    est.fit(X, y)
+    mean, std = est.predict(X[:5], return_std=True)
+    assert est.chosen_ in hdgp_presets() and np.all(std > 0)
+    assert np.sqrt(np.mean((mean - y[:5]) ** 2)) < 0.3  # it learnt the function, not the mean
+    with pytest.raises(ValueError, match="no parameter 'max_iter'"):
+        est.set_params(max_iter=3)
+
+
+def hdgp_presets():
+    from hdgp import presets
+
+    return list(presets())
+
+
 def test_unknown_peers_and_sources_are_refused_with_the_valid_names(tiny_protocol, protocol_file):
     spec = tiny_protocol(models=[{"label": "HGB", "preset": "HistGradientBoosting", "source": "peer"}])
     with pytest.raises(ValueError, match="unknown peer.*HistGradientBoostingRegressor"):
@@ -115,6 +139,7 @@ def _hand_protocol():
         DatasetSpec("a"), DatasetSpec("b"), DatasetSpec("c"), DatasetSpec("cls", task="classification")),
         models=(ModelSpec("OAK", "OAK"), ModelSpec("RBF-ARD", "RBF-ARD"), ModelSpec("SIGP", "SIGP"),
                 ModelSpec("HGB", "HistGradientBoostingRegressor", source="peer"),
+                ModelSpec("auto", "hdgp-auto-regressor", source="peer"),
                 ModelSpec("GP-classifier", "GP-classifier", task="classification"),
                 ModelSpec("HGB-classifier", "HistGradientBoostingClassifier", task="classification", source="peer")),
         splits=(0, 1), plots=("ranking",))
@@ -128,7 +153,7 @@ _ROWS = [("a", "OAK", 0, 0.5, 1.0), ("a", "OAK", 1, 0.7, 1.2), ("a", "RBF-ARD", 
          ("b", "HGB", 0, 0.3, np.nan),
          # c: OAK beats HGB, SIGP is 2.5x HGB
          ("c", "OAK", 0, 0.2, 0.0), ("c", "RBF-ARD", 0, 0.2, 0.0), ("c", "SIGP", 0, 1.0, 0.0),
-         ("c", "HGB", 0, 0.4, np.nan),
+         ("c", "HGB", 0, 0.4, np.nan), ("c", "auto", 0, 0.21, 0.0), ("a", "auto", 0, 0.6, 1.0),
          ("cls", "GP-classifier", 0, 0.3, np.nan), ("cls", "HGB-classifier", 0, 0.2, np.nan)]
 
 
@@ -140,7 +165,8 @@ def _flag(value):
 def test_ranking_ranks_per_data_set_with_ratios_to_the_best_and_the_peer():
     ranked = rank_table(_results(_ROWS), _hand_protocol()).set_index(["dataset", "model"])
     a = ranked.loc["a"]
-    assert list(a.sort_values("rank").index) == ["RBF-ARD", "OAK", "HGB"]  # SIGP only failed: not ranked
+    # SIGP only failed: not ranked; OAK and auto tie at 0.6 and keep the protocol's order
+    assert list(a.sort_values("rank").index) == ["RBF-ARD", "OAK", "auto", "HGB"]
     assert a.loc["OAK", "mean"] == pytest.approx(0.6) and a.loc["OAK", "ratio_best"] == pytest.approx(1.2)
     assert a.loc["OAK", "ratio_peer"] == pytest.approx(0.4) and a.loc["HGB", "ratio_peer"] == pytest.approx(1.0)
     assert a.loc["OAK", "nlpd"] == pytest.approx(1.1) and pd.isna(a.loc["HGB", "nlpd"])
@@ -155,6 +181,10 @@ def test_ranking_ranks_per_data_set_with_ratios_to_the_best_and_the_peer():
     assert _flag(checks.loc["b", "gp_beats_peer"]) is False and checks.loc["b", "over_2x_peer"] == []
     assert checks.loc["c", "over_2x_peer"] == ["SIGP"] and _flag(checks.loc["c", "peer_ok"]) is False
     assert pd.isna(checks.loc["cls", "oak_to_rbf"]) and _flag(checks.loc["cls", "peer_ok"]) is True
+    # auto: 0.21 / 0.2 on c (within 5 %), 0.6 / 0.5 on a; HGB (0.3) is not a family, so b has no auto row
+    assert checks.loc["c", "auto_to_best"] == pytest.approx(1.05) and _flag(checks.loc["c", "auto_ok"]) is True
+    assert checks.loc["a", "auto_to_best"] == pytest.approx(1.2) and _flag(checks.loc["a", "auto_ok"]) is False
+    assert pd.isna(checks.loc["b", "auto_to_best"]) and checks.loc["b", "auto_ok"] is None
 
 
 def test_the_report_of_a_hand_made_store_shows_the_ranking_and_the_checks(tmp_path):
@@ -175,13 +205,13 @@ def test_the_report_of_a_hand_made_store_shows_the_ranking_and_the_checks(tmp_pa
     assert "## Ranking per data set" in text and "## Issue #41 checks" in text
     assert "| a | 1 | **RBF-ARD** | 0.500 | 1.00 | 0.33 |" in text
     assert "| a | 2 | OAK | 0.600 | 1.20 | 0.40 | 1.100 |" in text
-    assert "| a | 3 | HGB | 1.500 | 3.00 | 1.00 |  |" in text  # no NLPD: an empty cell
-    assert "| c | 1.000 | yes | yes | SIGP | **no** |" in text
+    assert "| a | 4 | HGB | 1.500 | 3.00 | 1.00 |  |" in text  # no NLPD: an empty cell
+    assert "| c | 1.000 | yes | yes | SIGP | **no** | 1.050 | yes |" in text
     # OAK: ratios to the best 1.2 (a), 0.41 / 0.3 (b), 1.0 (c: tied with RBF-ARD, first in protocol order);
     # to HGB 0.4, 1.367, 0.5
     assert "| regression | OAK | 3 | 1 | 1.20 | 1.37 | 0.50 |" in text
     assert ("OAK within 1.05 x RBF-ARD on 2 of 3 data sets; no family over 2.0 x HGB (where a GP beats it) on 3 "
-            "of 4") in text
+            "of 4; auto within 1.05 x the best family on 1 of 2.") in text
 
 
 def test_bench_run_refuses_a_dirty_checkout_unless_allowed(monkeypatch, tiny_protocol, protocol_file, tmp_path):
