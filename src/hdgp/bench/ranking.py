@@ -118,13 +118,18 @@ def _yes(flag, failing: str = "**no**") -> str:
     return "yes" if flag else failing
 
 
-def _family_summary(ranked: pd.DataFrame) -> list[str]:
-    """Markdown: per model, over the data sets it ran on, how often it ranked first and its ratios."""
+def _family_summary(ranked: pd.DataFrame, proto) -> list[str]:
+    """Markdown: per model (in the protocol's order), over the data sets it ran on, how often it ranked
+    first and its ratios."""
     lines = ["Per model over the data sets it finished (each data set counts once): rank-1 count, median and "
              "worst ratio to the best model, median ratio to HGB.", "",
              "| task | model | data sets | first | median / best | worst / best | median / HGB |",
              "|---|---|---|---|---|---|---|"]
-    for (task, model), g in ranked.groupby(["task", "model"], sort=False):
+    for m in proto.models:
+        g = ranked[(ranked["task"] == m.task) & (ranked["model"] == m.label)]
+        if g.empty:
+            continue
+        task, model = m.task, m.label
         lines.append(f"| {task} | {model} | {len(g)} | {int((g['rank'] == 1).sum())} | "
                      f"{_num(g['ratio_best'].median(), 2)} | {_num(g['ratio_best'].max(), 2)} | "
                      f"{_num(g['ratio_peer'].median(), 2)} |")
@@ -156,7 +161,7 @@ def ranking_section(results: pd.DataFrame, proto) -> list[str]:
                          + " | ".join(_num(r[m]) for m in shown)
                          + f" | {_num(r['fit_seconds'], 1)} | {int(r['n_splits'])} |")
         lines.append("")
-    lines += _family_summary(ranked)
+    lines += _family_summary(ranked, proto)
     checks = check_table(ranked, proto)
     lines += ["## Issue #41 checks", "",
               f"OAK/RBF-ARD: OAK's mean RMSE over RBF-ARD's (bar: <= {OAK_TO_RBF_BAR}). Over 2x HGB: the "

@@ -49,7 +49,8 @@ GENERALISATION = Protocol(
            "Classifier with default settings: it has no predictive standard deviation, so its NLPD and coverage "
            "are left empty. Classification: log-loss, AUC (one-vs-rest macro average with more than two "
            "classes), accuracy and the expected calibration error of the top class (10 equal bins). digits "
-           "(1,797 x 64, 10 classes) is bundled too but left out: no classifier preset fits it in minutes. "
+           "(1,797 x 64, 10 classes) is bundled too but left out for cost (the classifier presets took 6-80 s "
+           "per fit on wine's 160 x 13). "
            "auto / auto-classifier is `hdgp fit --model auto` (hdgp.workflow.fit_table with test_size=0: the "
            "workflow's own validation split chooses the preset, which is refitted on all training rows; the "
            "inputs reach it already z-scored, as columns x0, x1, ...)."),
