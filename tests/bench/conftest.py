@@ -14,6 +14,13 @@ def _tiny_protocol(name="tiny", datasets=("bach",), models=None, splits=(0, 1), 
             "references": list(references), "plots": ["rmse"]}
 
 
+@pytest.fixture(autouse=True)
+def _clean_revision(monkeypatch):
+    """Rows of these tests record a fixed clean revision, so `bench run` (which refuses a dirty
+    checkout) runs while the sources are being edited; tests of the check set their own."""
+    monkeypatch.setenv("HDGP_GIT_REVISION", "0123456789ab")
+
+
 @pytest.fixture
 def protocol_file(tmp_path):
     """Write a protocol dict to a JSON file and return its path."""

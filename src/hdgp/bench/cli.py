@@ -110,11 +110,17 @@ def _echo_status(frame, dry_run: bool, workers: int) -> None:
 @click.option("--no-progress", is_flag=True, help="Hide the progress bar.")
 @click.option("--device", default=None, metavar="DEVICE",
               help="Torch device for the models that take one, e.g. cuda (default: the CPU). Results record it.")
+@click.option("--allow-dirty", is_flag=True,
+              help="Run from a checkout with uncommitted changes to hdgp (its rows record '<commit>+dirty').")
 def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, threads, dask_scheduler,
-            retry_failed, rerun, dry_run, no_progress, device):
-    """Run every missing task of PROTOCOL (a built-in name or a protocol .json file); with --rerun, every selected one."""
+            retry_failed, rerun, dry_run, no_progress, device, allow_dirty):
+    """Run every missing task of PROTOCOL (a built-in name or a protocol .json file); with --rerun, every selected one.
+
+    Refuses to run from a checkout whose hdgp sources have uncommitted changes unless --allow-dirty:
+    every stored row records the commit it ran on, and a '+dirty' one cannot be rebuilt.
+    """
     from .protocols import get_protocol
-    from .runner import _check_device, describe_unregistered, run_protocol, usable_cores
+    from .runner import _check_device, check_revision, describe_unregistered, run_protocol, usable_cores
     from .status import task_status
     from .store import StoreError
 
@@ -130,6 +136,10 @@ def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, th
             raise click.ClickException(str(exc)) from None
         _echo_status(frame, dry_run=True, workers=workers if workers else max(1, usable_cores() // threads))
         return
+    try:
+        check_revision(allow_dirty)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
     try:
         summary = run_protocol(protocol, datasets=split_list(datasets), models=split_list(models),
                                splits=split_indices, seeds=seed_list, workers=workers, threads=threads,

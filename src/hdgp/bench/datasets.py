@@ -7,10 +7,31 @@ from sklearn.utils import Bunch
 
 from .protocols import DatasetSpec
 
-__all__ = ["load_split", "n_splits"]
+__all__ = ["SKLEARN_TABLES", "load_split", "n_splits"]
 
 _SIGP_FIXED = ("housing", "arcene")
 _SIGP_RANDOM_SPLITS = 10
+#: Tables bundled with scikit-learn (``source="sklearn"``): name -> ``sklearn.datasets`` loader.
+SKLEARN_TABLES = {"breast_cancer": "load_breast_cancer", "wine": "load_wine", "iris": "load_iris",
+                  "digits": "load_digits", "diabetes": "load_diabetes"}
+_SKLEARN_SPLITS = 10
+_SKLEARN_TEST_FRACTION = 0.1
+
+
+def _sklearn_split(name: str, split: int):
+    """Split ``split`` of a bundled scikit-learn table: a permutation seeded by ``1000 + split``, its
+    first 10 % (at least one row) held out, as :func:`hdgp.data.load` splits its bundled table."""
+    if name not in SKLEARN_TABLES:
+        raise ValueError(f"Unknown scikit-learn table {name!r}; valid: {', '.join(SKLEARN_TABLES)}.")
+    if not (0 <= split < _SKLEARN_SPLITS):
+        raise ValueError(f"split must be in [0, {_SKLEARN_SPLITS - 1}] for {name!r}, got {split}.")
+    from sklearn import datasets
+
+    X, y = getattr(datasets, SKLEARN_TABLES[name])(return_X_y=True)
+    perm = np.random.default_rng(1000 + split).permutation(len(y))
+    n_test = max(1, int(round(_SKLEARN_TEST_FRACTION * len(y))))
+    test, train = perm[:n_test], perm[n_test:]
+    return X[train], y[train], X[test], y[test], _SKLEARN_SPLITS
 
 
 def _raw_split(spec: DatasetSpec, split: int, data_dir):
@@ -27,6 +48,8 @@ def _stored_split(spec: DatasetSpec, split: int, data_dir):
 
         b = load(name, split=split, data_dir=data_dir, standardize=False, **spec.kwargs)
         return b.X_train, b.y_train, b.X_test, b.y_test, b.n_splits
+    if spec.source == "sklearn":
+        return _sklearn_split(name, split)
     if spec.source == "bayesian-benchmarks":
         from hdgp.data.bayesian_benchmarks import N_SPLITS, load_bb_split
 
@@ -51,6 +74,8 @@ def n_splits(spec: DatasetSpec, data_dir=None) -> int:
         return 1
     if spec.source == "sigp-random":
         return _SIGP_RANDOM_SPLITS
+    if spec.source == "sklearn":
+        return _SKLEARN_SPLITS
     return _raw_split(spec, 0, data_dir)[4]
 
 

@@ -15,6 +15,7 @@ from ..exceptions import HDGPWarning
 from .compare import HIGHER_IS_BETTER, LOWER_IS_BETTER, aggregate, compare
 from .plots import PLOTS, sobol_low_order_table
 from .protocols import Protocol, get_protocol
+from .ranking import SECTIONS
 from .reference import empty_reference, load_reference
 from .store import ResultStore, default_db_path
 
@@ -296,6 +297,9 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
         lines += _metric_table(cmp, metric, dataset_order, model_order)
     if "sobol-by-order" in proto.plots:
         lines += sobol_low_order_table(results)
+    for name in proto.plots:  # Markdown sections (e.g. the generalisation protocol's ranking)
+        if name in SECTIONS:
+            lines += SECTIONS[name](results, proto)
     lines += _timing_table(results, dataset_order, model_order)
     lines += _failures(results)
     lines += _not_run(proto, results)
@@ -304,6 +308,8 @@ def make_report(protocol, db=None, out_dir=None, reference_dir=None, data_dir=No
              "runs_csv": out / "runs.csv", "plots": []}
     if plots:
         for name in dict.fromkeys(("rmse",) + tuple(proto.plots)):
+            if name in SECTIONS:
+                continue
             hook = PLOTS.get(name)
             if hook is None:
                 warnings.warn(f"Unknown plot hook {name!r}; registered: {', '.join(PLOTS)}.", HDGPWarning,

@@ -20,11 +20,12 @@ from pathlib import Path
 
 from ..exceptions import HDGPWarning
 from .protocols import Protocol, get_protocol
+from .peers import PEERS
 from .store import ResultStore, default_db_path
-from .task import (TaskSpec, failed_record, library_versions, machine_description, restored_threads, run_task,
+from .task import (TaskSpec, build_model, failed_record, library_versions, machine_description, restored_threads, run_task,
                    set_threads)
 
-__all__ = ["plan_tasks", "run_protocol", "RunSummary", "tasks_to_run", "usable_cores"]
+__all__ = ["check_revision", "plan_tasks", "run_protocol", "RunSummary", "tasks_to_run", "usable_cores"]
 
 _WORKER_DIED = "worker process died while running this task (killed, crashed or out of memory)"
 
@@ -119,8 +120,36 @@ def _needs_data_dir(protocol: Protocol, names: list[str]) -> list[str]:
     from hdgp.data import list_datasets
 
     free = set(list_datasets(data_dir=os.devnull))  # synthetic and bundled sets need no folder
-    return [n for n in names
-            if protocol.dataset(n).source != "registry" or (protocol.dataset(n).loader_name or n) not in free]
+    return [n for n in names if protocol.dataset(n).source != "sklearn" and (
+            protocol.dataset(n).source != "registry" or (protocol.dataset(n).loader_name or n) not in free)]
+
+
+def check_revision(allow_dirty: bool = False) -> str | None:
+    """The hdgp revision the tasks will record (``hdgp_git``), checked before a run.
+
+    Raises
+    ------
+    ValueError
+        The hdgp sources have uncommitted changes (``<commit>+dirty``) and ``allow_dirty`` is
+        False: such rows cannot be traced to code anyone can check out.
+
+    Warns
+    -----
+    HDGPWarning
+        The revision is unknown (not a git checkout and ``$HDGP_GIT_REVISION`` unset) or dirty
+        with ``allow_dirty``.
+    """
+    revision = library_versions()["hdgp_git"]
+    if revision is None:
+        warnings.warn("The hdgp revision is unknown (not a git checkout; set HDGP_GIT_REVISION to the commit of "
+                      "this copy): the rows will record hdgp_git = None.", HDGPWarning, stacklevel=2)
+    elif revision.endswith("+dirty"):
+        if not allow_dirty:
+            raise ValueError(f"hdgp has uncommitted changes (revision {revision}): commit them first, so every "
+                             "row records a commit that can be checked out, or pass --allow-dirty.")
+        warnings.warn(f"Running from uncommitted code: the rows record hdgp_git = {revision}.", HDGPWarning,
+                      stacklevel=2)
+    return revision
 
 
 def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, data_dir=None, threads: int = 1,
@@ -162,7 +191,7 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     FileNotFoundError
         The data folder is needed but missing (the message names ``HDGP_DATA_DIR``).
     """
-    from hdgp import preset, presets
+    from hdgp import presets
     from hdgp.data import DATA_DIR_ENV, find_data_dir
 
     from .datasets import n_splits
@@ -171,7 +200,12 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     ds_names = _select("data set", datasets, [d.name for d in proto.datasets])
     labels = _select("model", models, [m.label for m in proto.models])
     registered = list(presets())
-    missing = [lab for lab in labels if proto.model(lab).preset.lower() not in {r.lower() for r in registered}]
+    unknown_peers = [lab for lab in labels if proto.model(lab).source == "peer" and proto.model(lab).preset not in PEERS]
+    if unknown_peers:
+        raise ValueError(f"Model(s) {', '.join(map(repr, unknown_peers))} of protocol {proto.name!r} name unknown peer "
+                         f"estimators; registered peers: {', '.join(PEERS)}.")
+    missing = [lab for lab in labels if proto.model(lab).source == "preset"
+               and proto.model(lab).preset.lower() not in {r.lower() for r in registered}]
     if missing and (models or len(missing) == len(labels)):
         raise ValueError(
             f"Model(s) {describe_unregistered(proto, missing, registered)} of protocol {proto.name!r} use presets "
@@ -183,8 +217,8 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     labels = [lab for lab in labels if lab not in missing]
     for lab in labels:  # a misspelt parameter name fails here, not once per task in the workers
         try:
-            preset(proto.model(lab).preset, **proto.model(lab).params)
-        except TypeError as exc:
+            build_model(proto.model(lab))
+        except (TypeError, ValueError) as exc:
             raise ValueError(f"Model {lab!r} of protocol {proto.name!r}: {exc}") from None
     need_dir = _needs_data_dir(proto, ds_names)
     if need_dir:

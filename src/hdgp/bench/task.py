@@ -21,7 +21,7 @@ import numpy as np
 
 from .protocols import DatasetSpec, ModelSpec
 
-__all__ = ["EXTRAS", "TaskSpec", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
+__all__ = ["EXTRAS", "TaskSpec", "build_model", "expected_calibration_error", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
            "machine_description", "restored_threads", "set_threads"]
 
 
@@ -216,9 +216,33 @@ def _classification_metrics(est, X, y, positive) -> dict:
     if hasattr(est, "predict_proba"):
         proba = np.clip(est.predict_proba(X), 1e-15, 1.0)
         out["log_loss"] = float(log_loss(y, proba, labels=classes))
+        out["ece"] = expected_calibration_error(y, proba, classes)
         if len(classes) == 2 and len(np.unique(y)) == 2:
             out["auc"] = float(roc_auc_score(y == pos, proba[:, classes.index(pos)]))
+        elif len(classes) > 2 and set(np.unique(y)) == set(classes):  # one-vs-rest, macro average
+            out["auc"] = float(roc_auc_score(y, proba / proba.sum(1, keepdims=True), multi_class="ovr",
+                                             labels=classes))
     return out
+
+
+def expected_calibration_error(y, proba, classes, n_bins: int = 10) -> float:
+    r"""Expected calibration error of the top class (Guo et al. 2017, eq. 3).
+
+    .. math:: \mathrm{ECE} = \sum_{b=1}^{B} \frac{|B_b|}{n} \left| \mathrm{acc}(B_b) - \mathrm{conf}(B_b) \right|
+
+    where the test points are binned by their top probability (confidence) into ``n_bins``
+    equal-width bins of [0, 1], acc is the fraction of a bin whose top class is right and conf
+    its mean top probability.
+    """
+    proba = np.asarray(proba, float)
+    confidence = proba.max(1)
+    correct = (np.asarray(classes)[proba.argmax(1)] == np.asarray(y)).astype(float)
+    bins = np.minimum((confidence * n_bins).astype(int), n_bins - 1)
+    total = 0.0
+    for b in np.unique(bins):
+        inside = bins == b
+        total += inside.sum() * abs(correct[inside].mean() - confidence[inside].mean())
+    return float(total / len(confidence))
 
 
 def _scalar(value):
@@ -264,12 +288,21 @@ def hyperparameter_summary(est) -> dict:
     return out
 
 
+def build_model(model: ModelSpec):
+    """A new estimator for ``model``: its hdgp preset, or its peer (``source="peer"``), with its params."""
+    if model.source == "peer":
+        from .peers import make_peer
+
+        return make_peer(model.preset, **model.params)
+    from hdgp import preset
+
+    return preset(model.preset, **model.params)
+
+
 def _build_estimator(task: TaskSpec):
     """The task's preset with the protocol's estimator parameters, the task's seed and, where the
     estimator takes one, the task's torch device (estimators without a ``device`` run on the CPU)."""
-    from hdgp import preset
-
-    est = preset(task.model.preset, **task.model.params)
+    est = build_model(task.model)
     accepted = est.get_params(deep=False)
     extra = {k: v for k, v in task.estimator_params.items() if k in accepted and k not in task.model.params}
     if "random_state" in accepted and "random_state" not in task.model.params:
