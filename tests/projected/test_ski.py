@@ -14,6 +14,7 @@ from hdgp.inference.ski import (
     _PRECONDITIONER_GRAM_FLOPS,
     _DENSE_MAX_N,
     _PRECONDITIONER_MAX_COLUMNS,
+    _PRECONDITIONER_TOL,
     ProjectedSKIOperator,
     SKIProjectedGPModel,
     _dct_basis,
@@ -206,16 +207,24 @@ def test_nystrom_root_columns_are_nested():
 
 
 def test_preconditioner_ranks_follow_the_spectrum():
-    """One DCT mode per pi/W of frequency up to where e^(-w^2/2) times the peak eigenvalue reaches
-    1 % of the noise: shorter length-scales (wider grids) and smaller noise need more."""
+    """A rank bound from the spectrum itself (not the rule's own formula): with n rows spread over a
+    grid of m points, the SKI matrix c W T W^T has about the eigenvalues (n/m) c eig(T) of the grid's
+    Toeplitz matrix T. The Nystrom preconditioner P = Phi Phi^T + noise I keeps r modes, so the
+    preconditioned condition number is about 1 + lambda_(r+1) / noise. The ranks must (a) keep every
+    mode above 2 x noise (condition number <= 3) and (b) keep none below _PRECONDITIONER_TOL x noise,
+    the documented cut: #(lambda > 2 noise) <= r <= #(lambda > tol x noise). Shorter length-scales (wider
+    grids) and smaller noise need more."""
     m, n = 512, 1000
     h = torch.tensor([0.002, 0.01, 0.05], dtype=DT)  # grids 1, 5 and 25 length-scales wide
     coef, noise = torch.full((3,), 0.1, dtype=DT), torch.tensor(0.01, dtype=DT)
     ranks = _preconditioner_ranks(h, coef, noise, n, m)
-    width = (m - 1) * h
-    peak = 0.1 * math.sqrt(2 * math.pi) * n / (width.clamp_min(1) * 0.01)
-    expected = 1 + torch.ceil(torch.sqrt(2 * torch.log(peak / 1e-2)) * width / math.pi)
-    assert ranks.tolist() == expected.long().tolist()
+    lag = torch.arange(m, dtype=DT)
+    for level in (noise, noise / 100):
+        for j, r in enumerate(_preconditioner_ranks(h, coef, level, n, m).tolist()):
+            T = torch.exp(-0.5 * ((lag[:, None] - lag) * h[j]) ** 2)  # unit RBF on the grid, step h[j]
+            spectrum = n / m * coef[j] * torch.linalg.eigvalsh(T)
+            assert int((spectrum > 2 * level).sum()) <= r <= int((spectrum > _PRECONDITIONER_TOL * level).sum()), \
+                (h[j].item(), level.item(), r)
     assert (ranks < _preconditioner_ranks(h, coef, noise / 100, n, m)).all()
     many = _preconditioner_ranks(torch.full((40,), 0.1, dtype=DT), torch.full((40,), 0.1, dtype=DT), noise, n, m)
     assert many.sum() <= _preconditioner_column_cap(n) and (many >= 1).all()
