@@ -494,11 +494,35 @@ def test_conditioning_warns_when_the_grids_are_coarse_for_the_length_scales():
         fine = SKIProjectedGPModel(k, grid_size=512).to(DT)
         fine.likelihood.noise = 0.01
         fine.posterior(X, y)
+
+
+def _ski_rbf_error(h: float, points: int = 400) -> float:
+    """Largest |k_SKI(x, x') - k(x, x')| of the unit RBF over pairs of points spread over max(3, 8h)
+    length-scales, with k_SKI = w(x)^T T w(x') built densely from cubic_interpolation's weights."""
+    x = torch.linspace(0, max(3.0, 8 * h), points, dtype=DT)
+    u0, step = torch.tensor([-2 * h - 1e-9], dtype=DT), torch.tensor([h], dtype=DT)
+    index, weight = cubic_interpolation(x[None], u0, step)
+    grid = u0 + h * torch.arange(int(index.max()) + 1, dtype=DT)
+    W = torch.zeros(points, grid.numel(), dtype=DT).scatter_add_(1, index[0], weight[0])
+    exact = torch.exp(-0.5 * (x[:, None] - x) ** 2)
+    return (W @ torch.exp(-0.5 * (grid[:, None] - grid) ** 2) @ W.T - exact).abs().max().item()
+
+
+def test_interpolation_error_follows_the_cubic_order_and_its_estimate_bounds_it():
+    """Keys' cubic convolution interpolates a smooth function with error O(h^3) (Keys 1981): halving the
+    grid step divides the SKI kernel's largest error by about 2^3. The observed order on the unit RBF
+    (measured here, densely) must be 3 +- 0.3 for h <= 0.2, and _interpolation_error (which decides the
+    coarse-grid warning) must neither miss the measured error by more than 10 % nor exceed it 2-fold,
+    from the cubic regime (h = 0.025) to a grid step of a length-scale, and must itself fall as h^3."""
     from hdgp.inference.ski import _interpolation_error
 
-    h = torch.tensor([0.05, 0.1, 0.2, 0.5, 1.0], dtype=DT)  # measured: 5.5e-6, 4.4e-5, 3.7e-4, 7.8e-3, 8.0e-2
-    measured = torch.tensor([5.52e-6, 4.44e-5, 3.66e-4, 7.78e-3, 7.98e-2], dtype=DT)
-    assert torch.all(_interpolation_error(h) >= 0.55 * measured) and torch.all(_interpolation_error(h) < 2 * measured)
+    steps = [0.025, 0.05, 0.1, 0.2, 0.5, 1.0]
+    measured = torch.tensor([_ski_rbf_error(h) for h in steps], dtype=DT)
+    estimate = _interpolation_error(torch.tensor(steps, dtype=DT))
+    order = torch.log2(measured[1:4] / measured[:3])  # h -> 2h for h = 0.025, 0.05, 0.1
+    assert torch.all((order - 3).abs() < 0.3), order
+    assert torch.all(estimate >= 0.9 * measured) and torch.all(estimate <= 2 * measured), (estimate, measured)
+    assert torch.all((torch.log2(estimate[1:4] / estimate[:3]) - 3).abs() < 0.3)
 
 
 def test_a_posterior_without_columns_reads_as_every_column_kept():
