@@ -53,3 +53,11 @@ def _seed_global_generators():
 
     torch.manual_seed(0)
     np.random.seed(0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Every test that reads the shared data (through the ``data_dir`` fixture, directly or via
+    another fixture) carries the ``data`` marker, so ``-m "not data"`` leaves them all out."""
+    for item in items:
+        if "data_dir" in getattr(item, "fixturenames", ()) and item.get_closest_marker("data") is None:
+            item.add_marker(pytest.mark.data)

@@ -84,11 +84,14 @@ def test_several_direction_sets_keep_the_best_marginal_likelihood():
     losses = best.direction_set_losses_
     assert len(losses) == 3 and len(set(np.round(losses, 8))) == 3  # three different direction sets
     assert losses[0] == pytest.approx(one.fit_result_.loss)  # the first set is the single fit's
-    assert best.fit_result_.loss == losses[2] == min(losses) < one.fit_result_.loss  # this seed: the third
-    assert best.log_marginal_likelihood_value_ > one.log_marginal_likelihood_value_
-    # the fitted attributes describe the kept set
+    # evidence comparison: the kept set is the one with the best objective of those tried, and the kept
+    # model's own marginal likelihood (evaluated afresh on the training data) is that objective
+    assert best.fit_result_.loss == min(losses)
+    assert -best.log_marginal_likelihood_value_ / len(y) == pytest.approx(min(losses), rel=1e-6)
+    assert best.log_marginal_likelihood_value_ >= one.log_marginal_likelihood_value_ - 1e-9
+    # the fitted attributes describe the kept set (another set than the first one iff it won)
     assert torch.equal(best.projections_, best.kernel_.base_kernel.projections)
-    assert not torch.equal(best.projections_, one.projections_)
+    assert torch.equal(best.projections_, one.projections_) == (int(np.argmin(losses)) == 0)
     assert best.n_iter_ > one.n_iter_
 
 

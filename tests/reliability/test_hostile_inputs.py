@@ -6,6 +6,11 @@ odd column names, ``fit`` + ``predict`` must either succeed with finite outputs
 (non-negative std, probabilities summing to one) or raise a ``ValueError``
 (the documented error family: sklearn's validation errors, ``TableError``,
 ``NotPositiveDefiniteError``). Warnings must come from ``hdgp.exceptions``.
+
+A ``ValueError`` is accepted only where an input breaks a documented precondition
+(:func:`is_benign`: fewer than 3 rows, every feature constant). Any other example must
+fit, and every property also requires that at least ``MIN_FIT_SHARE`` of the examples it
+drew fitted, so a regression that makes every fit raise cannot pass as "documented errors".
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ def hostile_data(draw, min_d=1):
     """(X, scale, kind): a small design matrix with one of the pathologies of issue 9.
 
     ``min_d`` features at least, so presets that need several (RPA-GP-3) are fitted too."""
-    n = draw(st.integers(2, 9))
+    n = draw(st.sampled_from([6, 2, 3, 4, 5, 7, 8, 9]))  # Hypothesis starts from (and shrinks to) the first
     d = draw(st.integers(min_d, min_d + 3))
     scale = 10.0 ** draw(st.sampled_from([-8, -3, 0, 3, 8]))
     seed = draw(st.integers(0, 2**16))
@@ -65,14 +70,29 @@ def hostile_data(draw, min_d=1):
     return X, scale, kind
 
 
+#: Share of a property's examples that must fit (the rest may raise a documented ValueError).
+MIN_FIT_SHARE = 0.5
+
+
+def is_benign(X) -> bool:
+    """Whether ``X`` meets every documented precondition of every preset: at least 3 rows (SIGP's
+    minimum) and at least one varying feature. Scale (1e-8 to 1e8), duplicated rows, constant or
+    collinear columns, integer / float32 data and odd column names are no reason to refuse a fit."""
+    values = np.asarray(X, dtype=np.float64)
+    return values.shape[0] >= 3 and bool(np.any(values.max(axis=0) > values.min(axis=0)))
+
+
 def _fit_predict_or_documented_error(name, X, y):
-    est = cheap_preset(name)
+    """The fitted estimator, or None after a documented ValueError (then only for non-benign ``X``)."""
+    est = cheap_preset(name, max_order=min(2, np.shape(X)[1]))  # max_order above d is itself refused
     with warnings.catch_warnings(record=True) as record:
         warnings.simplefilter("always")
         try:
             est.fit(X, y)
         except ValueError as exc:  # documented: bad input for this model / NotPositiveDefiniteError
             assert str(exc), "errors must carry a message"
+            if is_benign(X):
+                pytest.fail(f"{name} refused a benign input of shape {np.shape(X)}: {type(exc).__name__}: {exc}")
             return None
         predictions_are_finite(est, X)
         Xnew = np.asarray(X, dtype=np.float64) * 1.5 + 0.25
@@ -87,19 +107,40 @@ def _fit_predict_or_documented_error(name, X, y):
     return est
 
 
-@pytest.mark.parametrize("name", PRESETS)
-@RELIABILITY
-@given(data=st.data())
-def test_hostile_arrays_fit_and_predict_finite_or_raise_value_error(name, data):
-    X, scale, kind = data.draw(hostile_data(min_features(name)))
-    y = target_for(name, X, scale=scale)
-    _fit_predict_or_documented_error(name, X, y)
+def _assert_fit_share(name, fitted: list) -> None:
+    share = sum(fitted) / len(fitted)
+    assert share >= MIN_FIT_SHARE, f"{name}: only {sum(fitted)} of {len(fitted)} examples fitted"
 
 
 @pytest.mark.parametrize("name", PRESETS)
-@RELIABILITY
-@given(n=st.integers(3, 7), data=st.data(), seed=st.integers(0, 1000))
-def test_dataframes_with_odd_column_names(name, n, data, seed):
+def test_hostile_arrays_fit_and_predict_finite_or_raise_value_error(name):
+    fitted = []
+
+    @RELIABILITY
+    @given(data=st.data())
+    def check(data):
+        X, scale, kind = data.draw(hostile_data(min_features(name)))
+        y = target_for(name, X, scale=scale)
+        fitted.append(_fit_predict_or_documented_error(name, X, y) is not None)
+
+    check()
+    _assert_fit_share(name, fitted)
+
+
+@pytest.mark.parametrize("name", PRESETS)
+def test_dataframes_with_odd_column_names(name):
+    fitted = []
+
+    @RELIABILITY
+    @given(n=st.integers(3, 7), data=st.data(), seed=st.integers(0, 1000))
+    def check(n, data, seed):
+        fitted.append(_odd_names_example(name, n, data, seed))
+
+    check()
+    _assert_fit_share(name, fitted)
+
+
+def _odd_names_example(name, n, data, seed) -> bool:
     d = min_features(name)
     names = data.draw(st.lists(st.sampled_from(ODD_NAMES), min_size=d, max_size=d + 2, unique=True))
     rng = np.random.default_rng(seed)
@@ -112,6 +153,7 @@ def test_dataframes_with_odd_column_names(name, n, data, seed):
         if len(names) > 1:
             with pytest.raises(ValueError, match="feature names"):
                 est.predict(frame[names[::-1]])
+    return est is not None
 
 
 @pytest.mark.parametrize("name", PRESETS)
@@ -119,14 +161,16 @@ def test_tiny_n_and_extreme_target_scales(name):
     """n = 2..5 rows and targets of size 1e-8 / 1e8 / offset 1e6: finite predictions or a ValueError."""
     rng = np.random.default_rng(3)
     d = max(2, min_features(name))
+    fitted = []
     for n in (2, 3, 5):
         X = rng.normal(size=(n, d))
-        for scale in (1e-8, 1e8):
-            _fit_predict_or_documented_error(name, X, target_for(name, X, scale=scale))
+        for scale in (1e-8, 1e8):  # n >= 3 is benign: it must fit (checked inside)
+            fitted.append(_fit_predict_or_documented_error(name, X, target_for(name, X, scale=scale)) is not None)
     X = rng.normal(size=(8, d))
     y = target_for(name, X)
     if not np.issubdtype(np.asarray(y).dtype, np.integer):
-        _fit_predict_or_documented_error(name, X, y + 1e6)
+        assert _fit_predict_or_documented_error(name, X, y + 1e6) is not None
+    assert all(fitted[2:]), fitted
 
 
 @pytest.mark.parametrize("name", PRESETS)

@@ -6,10 +6,10 @@ import pytest
 from hdgp.data import find_data_dir
 from hdgp.data.sigp import load_sigp, load_sigp_split
 
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.data, pytest.mark.skipif(
     find_data_dir() is None or not (find_data_dir() / "sigp").is_dir(),
     reason="shared benchmark data not found (set HDGP_DATA_DIR)",
-)
+)]
 
 
 @pytest.mark.parametrize(
