@@ -11,13 +11,14 @@ import textwrap
 
 import numpy as np
 
-from .estimators._input_summary import input_summary
+from ._input_summary import input_summary
+from .explain import component_posterior
 
 __all__ = ["plot_components", "plot_truncation_curve"]
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # deferred: matplotlib loads when a plot is first drawn, not with hdgp
 
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
         matplotlib.use("Agg")
@@ -43,7 +44,7 @@ def _grid_inputs(est, summary, cols, n_grid):
 
     Other columns sit at their training mean, or their most frequent level code if
     categorical (level codes must stay integers; the component ignores them anyway);
-    all read from ``summary`` (:func:`~hdgp.estimators._input_summary.input_summary`).
+    all read from ``summary`` (:func:`~hdgp._input_summary.input_summary`).
     """
     axes = []
     for j in cols:
@@ -252,8 +253,6 @@ _LEGEND_LEVELS = 6
 
 def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
     """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
-    from .explain import component_posterior
-
     grid, mesh = _grid_inputs(est, summary, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
     mean, var = component_posterior(est.posterior_, u, est.posterior_.alpha.new_tensor(grid))
     mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_

@@ -11,7 +11,6 @@ from gpytorch.kernels import Kernel
 
 from ..kernels import MaternFeatureKernel, SEKernel
 from ..kernels.additive_kernel import AdditiveKernel
-from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
 
 __all__ = ["AdditiveGPRegressor", "additive_kernel", "resolve_max_order"]
@@ -137,7 +136,3 @@ class AdditiveGPRegressor(BaseGPRegressor):
         mass = var[1:] * [math.comb(d, r) for r in range(1, len(var))]
         self.order_variance_shares_ = mass / mass.sum()
         return self
-
-
-register_preset("Additive", lambda **kw: AdditiveGPRegressor(**kw),
-                "GP (exact up to 5000 rows, SGPR beyond), additive SE kernel with all interaction orders up to min(D, 10) (Duvenaud et al.).")

@@ -36,7 +36,6 @@ from sklearn.utils.validation import check_is_fitted
 from .._scaling import StandardizedInputs
 from .._threads import thread_budget
 from ..inference.variational import SVGPModel, fit_svgp
-from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from ._numeric_input import check_class_labels, validate_numeric
@@ -339,10 +338,3 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         """Most probable class."""
         check_is_fitted(self, "posteriors_")
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-
-
-register_preset("GP-classifier", lambda **kw: GPClassifier(kernel="rbf-ard", **kw),
-                "Variational GP classifier (Bernoulli SVGP, probit link, 200 k-means inducing points), RBF-ARD kernel.")
-register_preset("Additive-classifier", lambda **kw: GPClassifier(kernel="additive", **kw),
-                "Variational GP classifier (as GP-classifier) with the additive SE kernel of all orders up to "
-                "min(D, 10) (Duvenaud et al., Tables 1.4-1.5).")

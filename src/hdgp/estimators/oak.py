@@ -13,14 +13,15 @@ from gpytorch.priors import GammaPrior
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
+from ..plotting import plot_components
 from ..exceptions import HDGPWarning, warn_caller
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
 from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
 from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
-from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, as_float64, atomic_fit
+from .._arrays import as_float64
+from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
 from ._numeric_input import check_unique_columns
 from .additive import resolve_max_order
 
@@ -722,10 +723,4 @@ class OAKRegressor(BaseGPRegressor):
 
         See :func:`hdgp.plotting.plot_components`.
         """
-        from ..plotting import plot_components
-
         return plot_components(self, terms, **kwargs)
-
-
-register_preset("OAK", lambda **kw: OAKRegressor(**kw),
-                "Orthogonal additive GP (Lu et al. 2022): flow, constrained kernels, Gamma prior, Sobol ranking.")

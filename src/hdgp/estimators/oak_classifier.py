@@ -25,10 +25,10 @@ from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
+from ..plotting import plot_components
 from .._threads import thread_budget
-from ..presets import register_preset
 from ._base import _is_int
-from ._input_summary import summarize_inputs
+from .._input_summary import summarize_inputs
 from .classifier import GPClassifier
 from .oak import OAKRegressor
 
@@ -77,7 +77,7 @@ class OAKClassifier(GPClassifier):
         Unfitted-model holder of the fitted input transformation (flow, levels, measures).
     input_summary_ : dict
         Range, typical value and histogram of every transformed input column, for
-        :meth:`plot_components` (:func:`~hdgp.estimators._input_summary.summarize_inputs`;
+        :meth:`plot_components` (:func:`~hdgp._input_summary.summarize_inputs`;
         the training rows themselves are not kept).
 
     Examples
@@ -356,15 +356,9 @@ class OAKClassifier(GPClassifier):
 
         See :func:`hdgp.plotting.plot_components`; ``class_label`` as in :meth:`predict_component`.
         """
-        from ..plotting import plot_components
-
         return plot_components(self, terms, class_label=class_label, **kwargs)
 
 
 def _padded(values: np.ndarray, length: int) -> np.ndarray:
     """The first ``length`` values, padded with zeros (a latent function with fewer terms adds nothing)."""
     return np.concatenate([values[:length], np.zeros(max(0, length - len(values)))])
-
-
-register_preset("OAK-classifier", lambda **kw: OAKClassifier(**kw),
-                "Orthogonal additive GP classifier (Bernoulli SVGP, 200 inducing points) with latent Sobol indices.")

@@ -19,7 +19,6 @@ from ..inference import ENGINES
 from ..inference.ski import SKIProjectedGPModel
 from ..kernels import log_positive
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
-from ..presets import register_preset
 from ..projections import diverse_directions, expand_degrees, min_pairwise_angle, random_directions
 from ._base import AUTO_EXACT_MAX_N, BaseGPRegressor, _is_int
 
@@ -218,35 +217,3 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
             per_group = torch.zeros(len(degrees), **kw).index_add(0, groups, spread)
             kernel.projection_lengthscale = per_group / torch.tensor(degrees, **kw)
         return ScaleKernel(kernel, outputscale_constraint=log_positive()).to(**kw)
-
-
-def _preset(description: str, **params):
-    def factory(**overrides):
-        return ProjectedAdditiveGPRegressor(**{**params, **overrides})
-
-    return factory, description
-
-
-_RPA3 = [(3, 1), (3, 2), (3, 3), (2, 4), (2, 5), (1, 6)]
-_PRESETS = {
-    "Single-RP": _preset("One 1-D Gaussian random projection with an RBF sub-kernel (Delbridge et al. 2020).",
-                         n_projections=1, directions="random", ard=False),
-    "RPA-GP-1": _preset("20 1-D Gaussian random projections, per-projection length-scales and weights.",
-                        n_projections=20, directions="random", ard=False),
-    "RPA-GP-2": _preset("Gaussian random projections of degrees 4x1, 4x2, 4x3 (RBF sub-kernels).",
-                        n_projections=None, degree=[(4, 1), (4, 2), (4, 3)], directions="random", ard=False),
-    "RPA-GP-3": _preset("Gaussian random projections of degrees 3x1, 3x2, 3x3, 2x4, 2x5, 1x6 (degrees above d warn).",
-                        n_projections=None, degree=_RPA3, directions="random", ard=False),
-    "RPA-GP-SKI": _preset("RPA-GP-1 with additive SKI inference (512-point grid per projection).",
-                          n_projections=20, directions="random", ard=False, inference="ski"),
-    "DPA-GP": _preset("20 1-D diverse directions (eq. 7), per-projection length-scales and weights.",
-                      n_projections=20, directions="diverse", ard=False),
-    "RPA-GP-ARD": _preset("20 1-D Gaussian random projections after learned ARD input scaling, weights 1/J.",
-                          n_projections=20, directions="random", ard=True),
-    "DPA-GP-ARD": _preset("20 1-D diverse directions after learned ARD input scaling, weights 1/J.",
-                          n_projections=20, directions="diverse", ard=True),
-    "DPA-GP-ARD-SKI": _preset("DPA-GP-ARD with additive SKI inference (512-point grid per projection).",
-                              n_projections=20, directions="diverse", ard=True, inference="ski"),
-}
-for _name, (_factory, _description) in _PRESETS.items():
-    register_preset(_name, _factory, _description)

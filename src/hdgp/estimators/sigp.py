@@ -53,7 +53,6 @@ from tqdm.auto import tqdm
 from .._scaling import column_scales, column_std, target_scale, varies
 from .._threads import thread_budget
 from ..exceptions import ConvergenceWarning, NumericalWarning
-from ..presets import register_preset
 from ..sigp.cv import cross_validate, out_of_fold_means
 from ..sigp.model import fit_one
 from ..sigp.subspace import class_features, kernel_response_features, slice_features
@@ -858,17 +857,3 @@ class SIGPClassifier(ClassifierMixin, _SIGPBase):
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba` (as the GP and OAK classifiers have)."""
         return np.log(np.clip(self.predict_proba(X), np.finfo(float).tiny, None))
-
-
-register_preset(
-    "SIGP",
-    lambda **kw: SIGPRegressor(**kw),
-    "Subspace-induced GP (Tan & Mukherjee): rank-m kernel-SDR subspace of the RBF RKHS, "
-    "EM for the covariance, hyper-parameters by 5-fold CV.",
-)
-register_preset(
-    "SIGP-classifier",
-    lambda **kw: SIGPClassifier(**kw),
-    "Subspace-induced GP classifier: ±1 (one-vs-rest) SIGP regression on a class-sliced "
-    "subspace, temperature-calibrated softmax probabilities.",
-)

@@ -24,7 +24,7 @@ import copy
 import torch
 
 from .._threads import thread_budget
-from ..estimators._input_summary import summarize_inputs
+from .._input_summary import summarize_inputs
 from ..inference.exact import ExactPosterior
 from ..inference.inducing import InducingPosterior
 from ..inference.ski import SKIPosterior

@@ -71,6 +71,9 @@ from pathlib import Path
 import torch
 from sklearn.base import BaseEstimator
 
+from .. import _version
+from ..estimators.projected import ProjectedAdditiveGPRegressor
+from ..estimators.sigp import _SIGPBase
 from ..exceptions import HDGPWarning
 from .atomic import write_bytes_atomic
 from .compact import compact_state, restore_state
@@ -104,6 +107,10 @@ _TENSORS = "tensors.pt"
 #: Largest manifest accepted (real ones are kilobytes; a decompression bomb is refused before it expands).
 _MAX_MANIFEST_BYTES = 64 * 2**20
 _MODEL_PREFIX = "model_state/"
+#: The class a file with a table section loads as. Named, as the manifest names its estimator
+#: class, so that this layer imports nothing from the workflow above it (which saves through
+#: the ``_to_model_file`` hook).
+_TABLE_MODEL = "hdgp.workflow.tabular.TabularModel"
 
 
 class ModelFileError(ValueError):
@@ -111,9 +118,7 @@ class ModelFileError(ValueError):
 
 
 def _library_version() -> str:
-    from .. import __version__
-
-    return __version__
+    return _version.__version__
 
 
 # ---------------------------------------------------------------------- saving
@@ -315,10 +320,8 @@ def load(path, *, device=None):
     """
     est, table, metadata = load_parts(path, device=device)
     if table is not None:
-        from ..workflow.tabular import TabularModel
-
         try:
-            return TabularModel._from_model_file(est, table, metadata)
+            return _import_hdgp_class(_TABLE_MODEL)._from_model_file(est, table, metadata)
         except Exception as exc:
             raise _damaged(path, f"cannot restore the table model: {exc}") from exc
     return est
@@ -428,9 +431,6 @@ def _upgrade_contents(manifest: dict, cls, tensors: dict) -> None:
     changed: a format-1.x projected-additive model's raw scales (softplus⁻¹(v) then, log(v)
     now), and a SIGP model before 2.3, which stored its training inputs instead of the kernel
     factor's pivot rows (the only rows prediction reads)."""
-    from ..estimators.projected import ProjectedAdditiveGPRegressor
-    from ..estimators.sigp import _SIGPBase
-
     version = tuple(manifest["format_version"])
     if version < (2, 3) and issubclass(cls, _SIGPBase):
         _sigp_pivot_inputs(manifest["estimator"]["state"], tensors)

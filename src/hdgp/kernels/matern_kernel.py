@@ -20,7 +20,7 @@ import math
 
 import torch
 
-from . import log_positive
+from ._constraints import log_positive
 from .se_kernel import UnitStationaryFeatureKernel
 
 __all__ = ["MaternFeatureKernel"]

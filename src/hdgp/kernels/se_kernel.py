@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from gpytorch.kernels import Kernel
 
-from . import log_positive
+from ._constraints import log_positive
 from ._compiled import as_array, se_outer_backward, use_compiled
 from ._elementwise import exp_
 from .ard_kernel import _centred
