@@ -26,7 +26,8 @@ from .._arrays import as_float64
 from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
 from ..exceptions import NumericalWarning, warn_caller
-from ..inference import ENGINES, ExactGPModel
+from ..inference import ExactGPModel
+from ..inference.engines import ENGINE_REGISTRY, check_inference, engine_of, resolve_inference
 from ..inference.inducing import kmeans_inducing_points
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
@@ -253,8 +254,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     """
 
     _parameter_constraints: dict = {}
-    #: Whether the "ski" engine (one interpolation grid per 1-D projection) can run this kernel.
-    _supports_ski = False
+    #: What the estimator needs of its engine (keywords of :func:`~hdgp.inference.engines.allowed_inference`).
+    _engine_needs: dict = {}
 
     # ------------------------------------------------------------------ hooks
     def _make_kernel(self, X: torch.Tensor) -> Kernel:  # pragma: no cover - abstract
@@ -280,11 +281,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             raise ValueError(
                 f"noise_prior must be None, 'smoothed-box' or a gpytorch Prior, got {self.noise_prior!r}."
             )
-        if self.inference != "auto" and self.inference not in ENGINES:
-            raise ValueError(f"inference must be 'auto' or one of {sorted(ENGINES)}, got {self.inference!r}.")
-        if self.inference == "ski" and not self._supports_ski:
-            raise ValueError(f"{type(self).__name__} does not support inference='ski': SKI exists only for "
-                             "projected models (ProjectedAdditiveGPRegressor, e.g. hdgp.preset('DPA-GP-ARD-SKI')).")
+        check_inference(self.inference, type(self).__name__, **self._engine_needs)
         if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
@@ -292,19 +289,21 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 
+    def _ski_possible(self) -> bool:
+        """Whether ``inference="auto"`` may choose SKI (a projected model of 1-D projections)."""
+        return False
+
     def _resolve_inference(self, n: int) -> str:
         """The engine name used for ``n`` training rows (see ``inference``)."""
-        if self.inference != "auto":
-            return self.inference
-        return "sparse" if n > AUTO_EXACT_MAX_N and "sparse" in ENGINES else "exact"
+        return resolve_inference(self.inference, n, exact_max_n=AUTO_EXACT_MAX_N, ski_possible=self._ski_possible())
 
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
         """Build the inference model named by ``inference_`` around ``kernel``."""
-        engine = ENGINES[self.inference_]
+        engine = ENGINE_REGISTRY[self.inference_]
         kwargs = dict(noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
-        if getattr(engine, "uses_inducing_points", False):
+        if engine.inducing_points:
             kwargs.update(inducing_points=self._kmeans_start(X))
-        return engine(kernel, **kwargs)
+        return engine.model(kernel, **kwargs)
 
     def _kmeans_start(self, X: torch.Tensor) -> torch.Tensor:
         """The engines' k-means inducing inputs (:func:`~hdgp.inference.inducing.kmeans_inducing_points`),
@@ -439,10 +438,11 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             _copy_matching_parameters(previous, model)
             return model, self._train(model, Xt, yt), None, "warm"
         init_result, start = None, "generic"
-        if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
+        engine = engine_of(model)
+        if engine.inducing_points and Xt.shape[0] > SUBSET_INIT_ROWS:
             init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
         result = self._train(model, Xt, yt, desc="fit from the subset start" if init_result else None)
-        if init_result is not None and not hasattr(model, "fit_model"):
+        if init_result is not None and not engine.trains_itself:
             generic = self._build_model(Xt)
             generic_result = self._train(generic, Xt, yt, desc="fit from the generic start")
             pooled = [result, generic_result]
@@ -463,7 +463,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
 
     def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
         """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit."""
-        if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
+        if engine_of(model).trains_itself:  # its own (minibatch) training loop
             batch_size = None if self.batch_size is None else min(self.batch_size, Xt.shape[0])
             return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_, verbose=self.verbose,
                                    batch_size=batch_size)

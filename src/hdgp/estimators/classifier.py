@@ -35,6 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._scaling import StandardizedInputs
 from .._threads import thread_budget
+from ..inference.engines import check_inference
 from ..inference.variational import SVGPModel, fit_svgp
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
@@ -175,8 +176,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
 
     def _validate_params(self) -> None:
         self._validate_kernel()
-        if self.inference != "variational":
-            raise ValueError(f"inference must be 'variational' (Bernoulli SVGP), got {self.inference!r}.")
+        check_inference(self.inference, type(self).__name__, classification=True)
         if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):

@@ -15,16 +15,14 @@ import torch
 from gpytorch.kernels import Kernel, ScaleKernel
 
 from ..exceptions import HDGPWarning
-from ..inference import ENGINES
 from ..inference.ski import SKIProjectedGPModel
 from ..kernels import log_positive
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 from ..projections import diverse_directions, expand_degrees, min_pairwise_angle, random_directions
-from ._base import AUTO_EXACT_MAX_N, BaseGPRegressor, _is_int
+from ._base import BaseGPRegressor, _is_int
 
 __all__ = ["ProjectedAdditiveGPRegressor"]
 
-ENGINES.setdefault("ski", SKIProjectedGPModel)
 
 #: Settings of SKIProjectedGPModel a user may pass through ``ski_options``.
 _SKI_OPTIONS = ("num_probes", "probe_seed", "preconditioner_rank", "max_cg_iterations", "cg_tolerance")
@@ -114,7 +112,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     Processes for Regression", ICML, eq. (2)-(7), Sec. 4.3-4.4, Table 2.
     """
 
-    _supports_ski = True
+    _engine_needs = {"projections": True}
 
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
                  grid_size=512, ski_options=None, inference="auto", n_inducing=512, batch_size=None,
@@ -165,10 +163,8 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         if self.inference == "ski" and max(degrees) > 1:
             raise ValueError("inference='ski' needs 1-D projections (degree=1); use inference='exact'.")
 
-    def _resolve_inference(self, n: int) -> str:
-        if self.inference == "auto" and n > AUTO_EXACT_MAX_N and max(self._degrees()) == 1:
-            return "ski"
-        return super()._resolve_inference(n)
+    def _ski_possible(self) -> bool:
+        return max(self._degrees()) == 1
 
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
         if self.inference_ == "ski":
