@@ -43,8 +43,8 @@ def main():
 def demo(dataset, split, models, output, as_json, quiet):
     """Fit the models on a built-in data set; print test RMSE, NLPD and fit time; save a plot.
 
-    Metrics use the target standardised with training statistics (RMSE 1.0 ≈
-    predicting the mean), as in the papers' tables.
+    Metrics use the target standardised with training statistics (an RMSE of one is
+    the error of predicting the mean), as in the papers' tables.
     """
     try:
         rows = run_demo(dataset, split, split_list(models) or DEMO_MODELS, output, progress=not quiet)

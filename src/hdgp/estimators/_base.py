@@ -45,13 +45,10 @@ AUTO_EXACT_MAX_N = 5000
 #: Sparse and variational fits also start from the hyperparameters of an exact fit on this
 #: many random training rows. From the generic initialisation the collapsed bound's trace
 #: penalty tr(K_ff - Q_ff)/sigma^2 can be lowered fastest by shrinking the signal variance,
-#: and the fit can end at the noise-only model: SGPR-RBF-ARD on pumadyn32nm (d = 32,
-#: m = 100) gave test RMSE 1.003 (the target's own spread) from the generic start and
-#: 0.228 from a 500-row exact start (an exact GP on 2000 rows: 0.214). The subset start
-#: can fail the other way: on noisy data a few hundred rows switch relevant features off
-#: (length-scales 1e3-1e8, where the full-data gradient vanishes): protein (d = 9,
-#: m = 512) ended at bound 1.150 per row and RMSE 0.737 from it, 1.082 and 0.680 from the
-#: generic start. SGPR's bound is deterministic, so it is optimised from both starts and
+#: and the fit can end at the noise-only model. The subset start can fail the other way: on
+#: noisy data a few hundred rows switch relevant features off (length-scales where the
+#: full-data gradient vanishes). Measurements: benchmarks/README.md, "Measurements behind
+#: defaults". SGPR's bound is deterministic, so it is optimised from both starts and
 #: the better optimum is kept; SVGP (a stochastic objective, and the largest data) uses
 #: the subset start only.
 SUBSET_INIT_ROWS = 500

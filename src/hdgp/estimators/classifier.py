@@ -48,11 +48,8 @@ __all__ = ["FULL_BATCH_MAX_ROWS", "GPClassifier", "probit_predictive"]
 
 #: ``optimizer="auto"`` maximises the full-data ELBO with L-BFGS up to this many training rows
 #: (then minibatch natural-gradient + Adam). Minibatch training stops once its noisy ELBO levels
-#: off, short of the optimum; measured *ad hoc* (GPClassifier, 200 inducing points): airfoil split
-#: 0, target above its median (1353 rows): Adam 4.6 s, negative ELBO 0.279 per row (test log-loss
-#: 0.222 on 150 rows); L-BFGS 25 s, 0.254 (0.224). Synthetic 8-feature logistic data, 2000 rows
-#: (2000 test rows): Adam 13.7 s, log-loss 0.335; L-BFGS 11.1 s, 0.332. At 5000 rows L-BFGS took
-#: 45 s against Adam's 4 s (log-loss 0.305 vs 0.311).
+#: off, short of the optimum, while full-batch L-BFGS grows costly with the rows (measurements:
+#: benchmarks/README.md, "Measurements behind defaults").
 FULL_BATCH_MAX_ROWS = 2048
 
 

@@ -19,31 +19,20 @@ from .oak_encoder import OAKInputEncoder, check_oak_params, term_indices, terms_
 __all__ = ["OAKRegressor"]
 
 #: From this many continuous features on, OAK is also fitted from a smooth start and the better
-#: MAP objective kept. The authors' start (every length-scale 1 on the flow-warped inputs) was made
-#: for the paper's regression baselines (<= 13 features); with many, each of the hundreds of flexible first-order terms
-#: interpolates noise from the first step and L-BFGS stays there. *Ad hoc*, y = sin(x0) + x1 x2 +
-#: 0.1 e, 192 rows, max_order=2: log marginal likelihood from the authors' / the smooth start
-#: 119.1 / 119.1 (20 features), 125.8 / 108.3 (50), -208.2 / 150.3 (100), -184.7 / 125.8 (200;
-#: validation RMSE 1.20 / 0.23, Sobol shares of x1 x2 and x0 recovered only from the smooth start).
-#: Exact and sparse fits (it doubles the fit). Sparse: *ad hoc*, pumadyn32nm split 0 (32 uniform inputs,
-#: 7,373 rows), max_order=3, 100 inducing points: test RMSE 0.294 from the authors' start (a second-order
-#: optimum, 0.287 at every M of oak-fig3) against 0.237 when the smooth start is also tried and wins
-#: (objective per row 0.197 / 0.046); on 1,000 of its rows the authors' start ends 220 nats below the
-#: SGPR bound at the exact fit's hyper-parameters. Not for minibatch SVGP (not measured).
+#: MAP objective kept: with many features each flexible first-order term can interpolate noise from
+#: the authors' start (every length-scale 1), where L-BFGS then stays. Exact and sparse fits only
+#: (it doubles the fit). Measurements: benchmarks/README.md, "Measurements behind defaults".
 SMOOTH_START_MIN_FEATURES = 21
 #: Length-scale of every continuous feature at the smooth start: nearly linear components over the
 #: warped inputs' +-2.5 standard deviations.
 SMOOTH_START_LENGTHSCALE = 5.0
 #: Length-scale of the one short feature of a ``feature_starts`` start (the others at the authors' 1):
 #: a tenth of a standard deviation of the warped input, fine enough to resolve a few dozen distinct
-#: values. Machine (the OAK paper's own splits): the authors' code reaches an optimum where the
-#: first column (30 distinct values, one far outlier) has length-scale 0.07; from the authors'
-#: start L-BFGS stays where that column is smooth and unused, 6 nats worse on split 0.
+#: values (measurements: benchmarks/README.md, "Measurements behind defaults").
 FEATURE_START_LENGTHSCALE = 0.1
-#: Noise variance of the ``low_noise_start`` start, in multiples of ``noise_lower_bound``. Energy (the OAK
-#: paper's own splits 1 and 4): from the generic noise start 0.1 (and from the authors' 0.01) L-BFGS ends
-#: with noise 2e-3 and test RMSE 0.042-0.045; from 2e-4 it ends 35-45 nats higher with noise 3e-4-6e-4
-#: and RMSE 0.028-0.031, where the authors' code also goes (0.028, 0.025).
+#: Noise variance of the ``low_noise_start`` start, in multiples of ``noise_lower_bound``: close to the
+#: bound, so that nearly noise-free data can reach the optimum that explains it by the function
+#: (measurements: benchmarks/README.md, "Measurements behind defaults").
 LOW_NOISE_START_FACTOR = 2.0
 
 
@@ -142,21 +131,16 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         :data:`FEATURE_START_LENGTHSCALE` (0.1 on the warped input) and the others at the
         authors' 1, keeping the lowest MAP objective (no held-out data involved). It finds
         optima where one feature acts through fine detail, which L-BFGS from the smooth
-        authors' start does not reach: machine on the OAK paper's own splits, test RMSE
-        0.326 → 0.283 and NLPD 0.317 → 0.169 (the paper: 0.281, 0.162; its authors' code on
-        those splits: 0.281). Costs one more fit per continuous feature; exact and sparse
-        inference only. A higher marginal likelihood is not always better held out: servo's
-        NLPD rose 0.32 → 0.51 (``benchmarks/results/oak/README.md``).
+        authors' start does not reach. Costs one more fit per continuous feature; exact and sparse
+        inference only. A higher marginal likelihood is not always better held out (the
+        measurements: ``benchmarks/results/oak/README.md``).
     low_noise_start : bool, default=False
         Also train from the authors' start with the noise variance at
         :data:`LOW_NOISE_START_FACTOR` times ``noise_lower_bound`` (instead of 0.1), keeping the
         lowest MAP objective. Nearly noise-free data (simulations such as energy) can have an
         optimum that explains the data by the function where the default start stays with more
-        noise: energy on the OAK paper's splits 1 and 4, test RMSE 0.042 → 0.031 and 0.045 →
-        0.028, as the authors' code (``benchmarks/results/oak/README.md``). One more fit; as
-        with ``feature_starts``, servo's NLPD rose 0.32 → 0.51. With ``noise_lower_bound=1e-6``
-        too (a start at 2e-6): energy 0.046 → 0.035 over the 10 splits (the paper: 0.036), servo
-        unchanged.
+        noise. One more fit; as with ``feature_starts``, a higher marginal likelihood is not always
+        better held out (the measurements: ``benchmarks/results/oak/README.md``).
     n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
@@ -245,7 +229,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         check_oak_params(self, ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"))
 
     # ------------------------------------------------- the encoder's hooks
-    _transform_inputs = OAKInputEncoder.transform  # (an alias: warnings keep their stack level)
+    _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         return self.make_kernel(X, max_order=resolve_max_order(self.max_order, X.shape[-1]),

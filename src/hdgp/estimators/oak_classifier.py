@@ -161,7 +161,7 @@ class OAKClassifier(GPClassifier):
         return X, y
 
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
-        return (self.encoder_ if fit else self._predict_encoder()).transform(X, fit)
+        return (self.encoder_ if fit else self._predict_encoder()).transform_inputs(X, fit)
 
     def _make_kernel(self, X):
         return self.encoder_.make_kernel(X, max_order=resolve_max_order(self.max_order, X.shape[-1], cap=DEFAULT_MAX_ORDER),

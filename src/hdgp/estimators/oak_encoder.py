@@ -4,7 +4,7 @@
 (``encode_frame``), types every feature as continuous, two-point, binary or
 categorical (``categorical_features``, ``binary_features``), warps continuous
 features with the sinh-arcsinh flow or standardises them, clips them on request
-(``transform``), and builds the input measures and the orthogonal additive kernel
+(``transform_inputs``), and builds the input measures and the orthogonal additive kernel
 on the result (``make_measure``, ``make_kernel``; Lu et al. 2022, Sections 3-4).
 :class:`~hdgp.estimators.oak.OAKRegressor` is one (it inherits the encoder);
 :class:`~hdgp.estimators.oak_classifier.OAKClassifier` keeps one in ``encoder_``.
@@ -157,7 +157,7 @@ class OAKInputEncoder(StandardizedInputs):
     ----------
     frame_levels_, frame_columns_, levels_, two_point_values_, categorical_features_, binary_features_,
     two_point_features_, continuous_features_, input_min_, input_max_, flow_
-        Set by ``encode_frame(X, fit=True)`` and ``transform(X, fit=True)``, as documented on
+        Set by ``encode_frame(X, fit=True)`` and ``transform_inputs(X, fit=True)``, as documented on
         :class:`~hdgp.estimators.oak.OAKRegressor`.
     """
 
@@ -298,7 +298,7 @@ class OAKInputEncoder(StandardizedInputs):
         self.two_point_features_ = sorted(self.two_point_values_)
         self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_ and j not in two_point]
 
-    def transform(self, X: np.ndarray, fit: bool) -> np.ndarray:
+    def transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         """Flow (or standardise) continuous columns; map discrete columns to level codes 0..M-1."""
         if fit:
             self._resolve_features(X)

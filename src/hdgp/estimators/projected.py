@@ -60,13 +60,10 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         Direction sets to try. Set ``s`` > 0 is drawn from a seed derived from
         ``random_state``; each set is fitted and the one with the highest
         (penalised) marginal likelihood is kept. The paper fits one set per run;
-        without ARD the fitted model depends strongly on which set was drawn
-        (energy, DPA-GP: test RMSE 0.06-0.16 over eight seeds, ranked like the
-        marginal likelihood). With 5 sets, Table 1 of the paper improves from a few
-        hundred rows on for some models (housing and autompg with ARD, yacht without)
-        and gets worse for others (housing without ARD, energy's DPA-GP); on 200 rows
-        or fewer the marginal likelihood over-fits the choice and test RMSE got worse on
-        average (``benchmarks/results/projected/README.md``).
+        without ARD the fitted model depends strongly on which set was drawn. More sets
+        help some models and hurt others, and on a few hundred rows or fewer the marginal
+        likelihood over-fits the choice (the measurements:
+        ``benchmarks/results/projected/README.md``).
     grid_size : int, default=512
         Grid points per projection for SKI inference.
     ski_options : dict or None, default=None

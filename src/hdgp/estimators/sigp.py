@@ -122,8 +122,7 @@ def _calibration_obstacle(folds, rank: int, ratio: float = 1.0, mean_features: i
     of freedom to its noise estimate (intercept, ``mean_features`` :math:`= q` columns of a
     linear mean, counted unpenalised, and :math:`m` projections); the calibration needs
     :math:`d \ge` ``_CALIBRATION_DOF`` in every fold, and a finite positive ``ratio``. (A
-    linear mean with :math:`q \ge n_f - 1` interpolates the fold: its noise estimate
-    collapsed and the ratio ran to 1e9 with 100 features on 64-row folds, *ad hoc*.)
+    linear mean with :math:`q \ge n_f - 1` interpolates the fold, and its noise estimate collapses.)
     """
     if not folds:
         return "the cross-validation splitter gave no folds"
@@ -484,10 +483,9 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
     The prior :math:`g_H(x) = \beta^\top W^\top k_c(x)` has rank ``rank``, so the predictive
     variance does not grow away from the data: far from every training row the centred
     features :math:`k_c(x)` tend to a constant vector, and the predictive variance with
-    them (in an example it was the same there as at the training rows). Intervals then stay
-    as narrow beyond the training range as inside it (on 2 inputs drawn from [-2, 2], 95 %
-    intervals at 2.5-4 covered 4 % of the rows where the full-rank GPs covered 32-49 %;
-    *ad hoc*); use a full-rank model where extrapolation uncertainty matters.
+    them. Intervals then stay as narrow beyond the training range as inside it (an example:
+    benchmarks/README.md, "Measurements behind defaults"); use a full-rank model where
+    extrapolation uncertainty matters.
 
     References
     ----------

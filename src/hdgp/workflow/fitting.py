@@ -224,9 +224,8 @@ def _refit_warm(est, winner, X, y, seconds, caught, progress):
     refitted on the same rows from where its validated fit ended (``warm_start``).
 
     On more rows a fresh start can end in a worse optimum than the one that was validated
-    (*ad hoc*: OAK, 200 features, validated on 192 rows at objective -0.81 per row, refitted
-    fresh on 240 rows at +1.25, held-out R² -0.12); both objectives are the penalised
-    negative log marginal likelihood per row of the same data, so they compare.
+    (an example: benchmarks/README.md, "Measurements behind defaults"); both objectives are the
+    penalised negative log marginal likelihood per row of the same data, so they compare.
     """
     winner.set_params(verbose=est.get_params()["verbose"])
     warm_seconds, warm_caught = _fit_warm(winner, X, y)

@@ -14,11 +14,8 @@ Rule (documented in ``hdgp fit --help``):
    density (it rises by :math:`(r - 1 - \\log r)/2`). The score rewards accurate means
    and well-shaped uncertainty and, unlike the training marginal likelihood, is
    comparable across families (SIGP has none). Without the factor an accurate but
-   over-confident fit loses to an uninformative one: on 200 features (3 relevant) and
-   192 rows, RBF-ARD had validation RMSE 0.198 (SIGP 1.17, the target's std 1.2) but
-   log density -5.5 (SIGP -1.6), since maximum likelihood spent the irrelevant features
-   on interpolating the noise; calibrated, 0.27 (OAK 0.40, SIGP -1.58). Table
-   ``wide-200``, seed 0, of ``benchmarks/results/auto/auto_selection.md``.
+   over-confident fit loses to an uninformative one (table ``wide-200`` of
+   ``benchmarks/results/auto/auto_selection.md``).
 3. The winner is refitted on all training rows, from its generic start and (hdgp's GP
    regressors) from its validated fit (``warm_start``), keeping the better training
    objective; its predictive variances are multiplied by its validation factor
