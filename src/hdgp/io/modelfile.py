@@ -73,7 +73,7 @@ from sklearn.base import BaseEstimator
 
 from .. import _version
 from ..estimators.projected import ProjectedAdditiveGPRegressor
-from ..estimators.sigp import _SIGPBase
+from ..estimators._sigp_base import _SIGPBase
 from ..exceptions import HDGPWarning
 from .atomic import write_bytes_atomic
 from .compact import compact_state, restore_state
