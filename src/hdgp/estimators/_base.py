@@ -168,9 +168,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     Common parameters
     -----------------
     inference : {"auto", "exact", ...}, default="auto"
-        Inference engine from :data:`hdgp.inference.ENGINES`. ``"auto"`` picks exact
+        Inference engine from :data:`hdgp.inference.engines.ENGINE_REGISTRY`. ``"auto"`` picks exact
         inference up to :data:`AUTO_EXACT_MAX_N` training rows and the sparse (SGPR)
-        engine beyond, when it is available. The choice is stored in ``inference_``.
+        engine beyond. The choice is stored in ``inference_``.
         Sparse fits are optimised from the generic start and from an exact fit on
         :data:`SUBSET_INIT_ROWS` random training rows (cheap, so run with the default
         iteration cap whatever ``max_iter`` is), keeping the better bound;
