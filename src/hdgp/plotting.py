@@ -12,7 +12,6 @@ import textwrap
 import numpy as np
 
 from ._input_summary import input_summary
-from .explain import component_posterior
 
 __all__ = ["plot_components", "plot_truncation_curve"]
 
@@ -253,6 +252,8 @@ _LEGEND_LEVELS = 6
 
 def _draw_component(fig, ax, est, summary, u, names, n_grid, level_labels):
     """Posterior mean (±2σ) of component ``u`` on ``ax``, in the features' original units."""
+    from .explain import component_posterior
+
     grid, mesh = _grid_inputs(est, summary, u, n_grid if len(u) == 1 else max(20, n_grid // 2))
     mean, var = component_posterior(est.posterior_, u, est.posterior_.alpha.new_tensor(grid))
     mean = mean.cpu().numpy().reshape(mesh[0].shape) * est.y_scale_
