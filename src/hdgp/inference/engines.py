@@ -87,12 +87,12 @@ def check_inference(inference, owner: str, **needs) -> None:
     if isinstance(inference, str) and inference in allowed:
         return
     if inference == "ski":
-        note = f"; {owner} does not support inference='ski': {_SKI_NOTE}"
+        note = f": {owner} does not support inference='ski': {_SKI_NOTE}"
     elif needs.get("classification"):
         note = " (a Bernoulli SVGP)."
     else:
         note = "."
-    raise ValueError(f"{owner} supports inference in {allowed}, got {inference!r}{note}")
+    raise ValueError(f"{owner} supports inference in {allowed}, got {inference!r}; inference must be one of these{note}")
 
 
 def resolve_inference(inference: str, n: int, *, exact_max_n: int, ski_possible: bool = False) -> str:
