@@ -1,6 +1,7 @@
 """hdgp: structured Gaussian processes for high-dimensional tabular data."""
 
 from . import data, exceptions, kernels, metrics
+from ._version import __version__
 from .estimators import (AdditiveGPRegressor, BaseGPRegressor, GPClassifier, GPRegressor, OAKClassifier,
                          OAKRegressor, ProjectedAdditiveGPRegressor, SIGPClassifier, SIGPRegressor)
 from .presets import preset, presets, register_preset
@@ -8,10 +9,9 @@ from . import io, workflow
 from .io import load, save
 from .workflow import summarize as summary
 
-__version__ = "0.1.0"
-
 __all__ = [
     "AdditiveGPRegressor",
+    "__version__",
     "BaseGPRegressor",
     "GPClassifier",
     "GPRegressor",

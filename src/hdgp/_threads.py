@@ -1,12 +1,10 @@
 """Thread budget for dense linear algebra on small problems.
 
 On small matrices (n below a few thousand) threads cost more in synchronisation
-than they save, and on a busy machine they oversubscribe the cores: measured on a
-2-core machine under load, one n = 398 RBF-ARD fit took 20 s with one torch thread
-and 126 s with two. NumPy's and SciPy's BLAS (OpenBLAS) keep their own threads, which
-contend with torch's even on an idle machine: a SIGP fit on housing (n = 456, mostly
-NumPy) took 8.6 s with both libraries' default two threads and 0.96 s with one BLAS
-thread. Estimators therefore run their fits and predictions for small n on one
+than they save, and on a busy machine they oversubscribe the cores. NumPy's and
+SciPy's BLAS (OpenBLAS) keep their own threads, which contend with torch's even on an
+idle machine (measurements: benchmarks/README.md, "Measurements behind defaults").
+Estimators therefore run their fits and predictions for small n on one
 thread of each and restore the caller's settings afterwards.
 """
 

@@ -9,8 +9,13 @@ import json
 
 import click
 
-from . import __version__
+from ._version import __version__
 from ._click import ListOption, split_list
+from .bench.cli import bench as _bench
+from .data import DATA_DIR_ENV, find_data_dir, list_datasets
+from .demo import DEMO_MODELS, run_demo
+from .presets import presets
+from .workflow.cli import explain as _explain, fit as _fit, predict as _predict
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -28,7 +33,6 @@ def main():
       hdgp datasets                  list built-in and HDGP_DATA_DIR data sets
     """
 
-
 @main.command()
 @click.option("--dataset", default="diabetes", show_default=True, help="Data set name (see `hdgp datasets`).")
 @click.option("--split", default=0, show_default=True, help="Train/test split index.")
@@ -39,11 +43,9 @@ def main():
 def demo(dataset, split, models, output, as_json, quiet):
     """Fit the models on a built-in data set; print test RMSE, NLPD and fit time; save a plot.
 
-    Metrics use the target standardised with training statistics (RMSE 1.0 ≈
-    predicting the mean), as in the papers' tables.
+    Metrics use the target standardised with training statistics (an RMSE of one is
+    the error of predicting the mean), as in the papers' tables.
     """
-    from .demo import DEMO_MODELS, run_demo
-
     try:
         rows = run_demo(dataset, split, split_list(models) or DEMO_MODELS, output, progress=not quiet)
     except (ValueError, FileNotFoundError, OSError) as exc:
@@ -61,8 +63,6 @@ def demo(dataset, split, models, output, as_json, quiet):
 @main.command("presets")
 def list_presets():
     """List the named model presets (the model names of the papers' tables)."""
-    from .presets import presets
-
     for name, description in presets().items():
         click.echo(f"{name:<18} {description}")
 
@@ -71,21 +71,13 @@ def list_presets():
 @click.option("--data-dir", default=None, help="Benchmark data folder (default: $HDGP_DATA_DIR).")
 def datasets(data_dir):
     """List built-in, synthetic and HDGP_DATA_DIR data sets."""
-    from .data import DATA_DIR_ENV, find_data_dir, list_datasets
-
     for name, source in list_datasets(data_dir).items():
         click.echo(f"{name:<20} {source}")
     if find_data_dir(data_dir) is None:
         click.echo(f"\n(UCI benchmark sets appear when {DATA_DIR_ENV} points to the shared data folder.)")
 
 
-from .bench.cli import bench as _bench  # noqa: E402  (benchmark harness, issue 7)
-
-main.add_command(_bench)
-
-from .workflow.cli import explain as _explain, fit as _fit, predict as _predict  # noqa: E402  (user workflow, issue 8)
-
-for _command in (_fit, _predict, _explain):
+for _command in (_bench, _fit, _predict, _explain):
     main.add_command(_command)
 
 

@@ -11,13 +11,13 @@ import textwrap
 
 import numpy as np
 
-from .estimators._input_summary import input_summary
+from ._input_summary import input_summary
 
 __all__ = ["plot_components", "plot_truncation_curve"]
 
 
 def _pyplot():
-    import matplotlib
+    import matplotlib  # deferred: matplotlib loads when a plot is first drawn, not with hdgp
 
     if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
         matplotlib.use("Agg")
@@ -43,7 +43,7 @@ def _grid_inputs(est, summary, cols, n_grid):
 
     Other columns sit at their training mean, or their most frequent level code if
     categorical (level codes must stay integers; the component ignores them anyway);
-    all read from ``summary`` (:func:`~hdgp.estimators._input_summary.input_summary`).
+    all read from ``summary`` (:func:`~hdgp._input_summary.input_summary`).
     """
     axes = []
     for j in cols:

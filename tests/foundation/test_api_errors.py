@@ -187,7 +187,7 @@ def test_a_pickle_from_another_hdgp_version_warns(monkeypatch):
         warnings.simplefilter("error", hdgp.exceptions.HDGPWarning)
         pickle.loads(data)  # same version: silent
     written = hdgp.__version__
-    monkeypatch.setattr(hdgp, "__version__", "99.0")
+    monkeypatch.setattr(hdgp._version, "__version__", "99.0")
     with pytest.warns(hdgp.exceptions.HDGPWarning, match=rf"pickled by hdgp {re.escape(written)} and is unpickled by hdgp 99\.0"):
         restored = pickle.loads(data)
     assert restored.predict(X[:3]).shape == (3,)

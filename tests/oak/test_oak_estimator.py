@@ -10,7 +10,7 @@ import torch
 
 import hdgp
 from hdgp.data.synthetic import oak_2d
-from hdgp.estimators._input_summary import HISTOGRAM_BINS
+from hdgp._input_summary import HISTOGRAM_BINS
 from hdgp.exceptions import HDGPWarning
 from hdgp.estimators.oak import (FEATURE_START_LENGTHSCALE, LOW_NOISE_START_FACTOR, SMOOTH_START_LENGTHSCALE,
                                  SMOOTH_START_MIN_FEATURES, OAKRegressor)
@@ -491,7 +491,7 @@ def test_component_histogram_is_a_density_in_original_units():
     bins showed a false peak where the flow compresses the axis)."""
     from matplotlib.patches import StepPatch
 
-    from hdgp.estimators._input_summary import input_summary
+    from hdgp._input_summary import input_summary
     from hdgp.plotting import _original_units
 
     rng = np.random.default_rng(1)

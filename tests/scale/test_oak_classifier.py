@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import hdgp
-from hdgp.estimators._input_summary import HISTOGRAM_BINS, summarize_inputs
+from hdgp._input_summary import HISTOGRAM_BINS, summarize_inputs
 from hdgp.estimators.oak_classifier import OAKClassifier
 
 pytestmark = pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")

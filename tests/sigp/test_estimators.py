@@ -251,7 +251,7 @@ def test_presets_registered():
 
 
 def test_non_finite_variance_ratio_warns_and_stays_uncalibrated(monkeypatch):
-    import hdgp.estimators.sigp as sigp_estimators
+    import hdgp.estimators._sigp_base as sigp_estimators
 
     real = sigp_estimators.cross_validate
     monkeypatch.setattr(sigp_estimators, "cross_validate", lambda *a, **k: (*real(*a, **k)[:2], float("nan")))

@@ -1,4 +1,4 @@
-"""scikit-learn estimators. Importing this package registers every family's presets."""
+"""scikit-learn estimators (their named presets live in :mod:`hdgp.presets`, above them)."""
 
 from ._base import BaseGPRegressor
 from .additive import AdditiveGPRegressor
@@ -8,6 +8,6 @@ from .oak import OAKRegressor
 from .oak_classifier import OAKClassifier
 from .projected import ProjectedAdditiveGPRegressor
 from .sigp import SIGPClassifier, SIGPRegressor
-from . import scale  # noqa: F401  (registers the SGPR/SVGP presets)
+
 
 __all__ = ["AdditiveGPRegressor", "BaseGPRegressor", "GPClassifier", "OAKClassifier", "OAKRegressor", "GPRegressor", "ProjectedAdditiveGPRegressor", "SIGPClassifier", "SIGPRegressor"]

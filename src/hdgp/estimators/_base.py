@@ -22,10 +22,12 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from .._arrays import as_float64
 from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
 from ..exceptions import NumericalWarning, warn_caller
-from ..inference import ENGINES, ExactGPModel
+from ..inference import ExactGPModel
+from ..inference.engines import ENGINE_REGISTRY, check_inference, engine_of, resolve_inference
 from ..inference.inducing import kmeans_inducing_points
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
@@ -43,13 +45,10 @@ AUTO_EXACT_MAX_N = 5000
 #: Sparse and variational fits also start from the hyperparameters of an exact fit on this
 #: many random training rows. From the generic initialisation the collapsed bound's trace
 #: penalty tr(K_ff - Q_ff)/sigma^2 can be lowered fastest by shrinking the signal variance,
-#: and the fit can end at the noise-only model: SGPR-RBF-ARD on pumadyn32nm (d = 32,
-#: m = 100) gave test RMSE 1.003 (the target's own spread) from the generic start and
-#: 0.228 from a 500-row exact start (an exact GP on 2000 rows: 0.214). The subset start
-#: can fail the other way: on noisy data a few hundred rows switch relevant features off
-#: (length-scales 1e3-1e8, where the full-data gradient vanishes): protein (d = 9,
-#: m = 512) ended at bound 1.150 per row and RMSE 0.737 from it, 1.082 and 0.680 from the
-#: generic start. SGPR's bound is deterministic, so it is optimised from both starts and
+#: and the fit can end at the noise-only model. The subset start can fail the other way: on
+#: noisy data a few hundred rows switch relevant features off (length-scales where the
+#: full-data gradient vanishes). Measurements: benchmarks/README.md, "Measurements behind
+#: defaults". SGPR's bound is deterministic, so it is optimised from both starts and
 #: the better optimum is kept; SVGP (a stochastic objective, and the largest data) uses
 #: the subset start only.
 SUBSET_INIT_ROWS = 500
@@ -72,15 +71,6 @@ COMMON_PARAMS = dict(
 )
 
 _DTYPES = {"float64": torch.float64, "float32": torch.float32}
-
-
-def as_float64(t: torch.Tensor) -> np.ndarray:
-    """A tensor as a float64 NumPy array: what the estimators return whatever their ``dtype``.
-
-    Model outputs are mapped back to the target's units after this cast; in float32 a target
-    near 1e7 came back on a grid of 1 (5 distinct predictions of 60, R^2 0.78 against 0.99).
-    """
-    return t.detach().cpu().numpy().astype(np.float64, copy=False)
 
 
 def atomic_fit(fit):
@@ -178,9 +168,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     Common parameters
     -----------------
     inference : {"auto", "exact", ...}, default="auto"
-        Inference engine from :data:`hdgp.inference.ENGINES`. ``"auto"`` picks exact
+        Inference engine from :data:`hdgp.inference.engines.ENGINE_REGISTRY`. ``"auto"`` picks exact
         inference up to :data:`AUTO_EXACT_MAX_N` training rows and the sparse (SGPR)
-        engine beyond, when it is available. The choice is stored in ``inference_``.
+        engine beyond. The choice is stored in ``inference_``.
         Sparse fits are optimised from the generic start and from an exact fit on
         :data:`SUBSET_INIT_ROWS` random training rows (cheap, so run with the default
         iteration cap whatever ``max_iter`` is), keeping the better bound;
@@ -261,8 +251,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     """
 
     _parameter_constraints: dict = {}
-    #: Whether the "ski" engine (one interpolation grid per 1-D projection) can run this kernel.
-    _supports_ski = False
+    #: What the estimator needs of its engine (keywords of :func:`~hdgp.inference.engines.allowed_inference`).
+    _engine_needs: dict = {}
 
     # ------------------------------------------------------------------ hooks
     def _make_kernel(self, X: torch.Tensor) -> Kernel:  # pragma: no cover - abstract
@@ -288,11 +278,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             raise ValueError(
                 f"noise_prior must be None, 'smoothed-box' or a gpytorch Prior, got {self.noise_prior!r}."
             )
-        if self.inference != "auto" and self.inference not in ENGINES:
-            raise ValueError(f"inference must be 'auto' or one of {sorted(ENGINES)}, got {self.inference!r}.")
-        if self.inference == "ski" and not self._supports_ski:
-            raise ValueError(f"{type(self).__name__} does not support inference='ski': SKI exists only for "
-                             "projected models (ProjectedAdditiveGPRegressor, e.g. hdgp.preset('DPA-GP-ARD-SKI')).")
+        check_inference(self.inference, type(self).__name__, **self._engine_needs)
         if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
@@ -300,19 +286,21 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 
+    def _ski_possible(self) -> bool:
+        """Whether ``inference="auto"`` may choose SKI (a projected model of 1-D projections)."""
+        return False
+
     def _resolve_inference(self, n: int) -> str:
         """The engine name used for ``n`` training rows (see ``inference``)."""
-        if self.inference != "auto":
-            return self.inference
-        return "sparse" if n > AUTO_EXACT_MAX_N and "sparse" in ENGINES else "exact"
+        return resolve_inference(self.inference, n, exact_max_n=AUTO_EXACT_MAX_N, ski_possible=self._ski_possible())
 
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
         """Build the inference model named by ``inference_`` around ``kernel``."""
-        engine = ENGINES[self.inference_]
+        engine = ENGINE_REGISTRY[self.inference_]
         kwargs = dict(noise_lower_bound=self.noise_lower_bound, noise_prior=self._noise_prior())
-        if getattr(engine, "uses_inducing_points", False):
+        if engine.inducing_points:
             kwargs.update(inducing_points=self._kmeans_start(X))
-        return engine(kernel, **kwargs)
+        return engine.model(kernel, **kwargs)
 
     def _kmeans_start(self, X: torch.Tensor) -> torch.Tensor:
         """The engines' k-means inducing inputs (:func:`~hdgp.inference.inducing.kmeans_inducing_points`),
@@ -447,10 +435,11 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             _copy_matching_parameters(previous, model)
             return model, self._train(model, Xt, yt), None, "warm"
         init_result, start = None, "generic"
-        if getattr(model, "uses_inducing_points", False) and Xt.shape[0] > SUBSET_INIT_ROWS:
+        engine = engine_of(model)
+        if engine.inducing_points and Xt.shape[0] > SUBSET_INIT_ROWS:
             init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
         result = self._train(model, Xt, yt, desc="fit from the subset start" if init_result else None)
-        if init_result is not None and not hasattr(model, "fit_model"):
+        if init_result is not None and not engine.trains_itself:
             generic = self._build_model(Xt)
             generic_result = self._train(generic, Xt, yt, desc="fit from the generic start")
             pooled = [result, generic_result]
@@ -471,7 +460,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
 
     def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
         """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit."""
-        if hasattr(model, "fit_model"):  # engines with their own training loop (minibatch SVGP)
+        if engine_of(model).trains_itself:  # its own (minibatch) training loop
             batch_size = None if self.batch_size is None else min(self.batch_size, Xt.shape[0])
             return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_, verbose=self.verbose,
                                    batch_size=batch_size)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 
+from .. import _version
 from ..exceptions import HDGPWarning
 
 __all__ = ["VersionedPickle"]
@@ -18,19 +19,15 @@ class VersionedPickle:
     """
 
     def __getstate__(self):
-        from .. import __version__
-
         state = super().__getstate__()
-        return {**state, "_hdgp_version": __version__}
+        return {**state, "_hdgp_version": _version.__version__}
 
     def __setstate__(self, state):
-        from .. import __version__
-
         state = dict(state)
         written = state.pop("_hdgp_version", None)
-        if written is not None and written != __version__:
+        if written is not None and written != _version.__version__:
             warnings.warn(
-                f"This {type(self).__name__} was pickled by hdgp {written} and is unpickled by hdgp {__version__}; "
+                f"This {type(self).__name__} was pickled by hdgp {written} and is unpickled by hdgp {_version.__version__}; "
                 "it may not work as before. Refit it, or store models with hdgp.save, whose files are read "
                 "across versions.", HDGPWarning, stacklevel=2,
             )

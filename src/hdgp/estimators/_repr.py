@@ -5,6 +5,8 @@ from __future__ import annotations
 from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
+from .._summary import summarize
+
 
 class LearnedRepr:
     """scikit-learn's parameter repr; once fitted, followed by the learned quantities
@@ -16,6 +18,4 @@ class LearnedRepr:
             check_is_fitted(self)
         except NotFittedError:
             return text
-        from ..workflow.summary import summarize
-
         return f"{text}\n{summarize(self, header=False)}"

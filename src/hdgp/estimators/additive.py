@@ -4,36 +4,20 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import torch
 from gpytorch.kernels import Kernel
 
 from ..kernels import MaternFeatureKernel, SEKernel
 from ..kernels.additive_kernel import AdditiveKernel
-from ..presets import register_preset
 from ._base import COMMON_PARAMS, BaseGPRegressor, atomic_fit
+from ._params import resolve_max_order
 
 __all__ = ["AdditiveGPRegressor", "additive_kernel", "resolve_max_order"]
-
-#: Inference modes of the additive model (SKI needs a projected kernel, see ProjectedAdditiveGPRegressor).
-_INFERENCE = ("auto", "exact", "sparse", "variational")
 
 #: Names of the one-dimensional base kernels and their builders for D features.
 BASE_KERNELS = {"se": SEKernel, **{f"matern{name}": functools.partial(MaternFeatureKernel, nu=nu)
                                    for name, nu in (("12", 0.5), ("32", 1.5), ("52", 2.5))}}
-
-
-def resolve_max_order(max_order, n_features: int) -> int:
-    """``None`` → :math:`\\min(D, 10)`; otherwise check :math:`1 \\le R \\le D`."""
-    if max_order is None:
-        return min(n_features, 10)
-    if isinstance(max_order, bool) or not isinstance(max_order, numbers.Integral) or not 1 <= max_order <= n_features:
-        raise ValueError(
-            f"max_order must be None or an integer between 1 and the number of features "
-            f"({n_features}), got {max_order!r}."
-        )
-    return int(max_order)
 
 
 def additive_kernel(X: torch.Tensor, max_order=None, base_kernel: str = "se") -> AdditiveKernel:
@@ -113,13 +97,6 @@ class AdditiveGPRegressor(BaseGPRegressor):
         self.dtype = dtype
         self.verbose = verbose
 
-    def _validate_common_params(self) -> None:
-        """Check ``inference`` against the additive model's modes first, then the shared parameters."""
-        if self.inference not in _INFERENCE:
-            raise ValueError(f"AdditiveGPRegressor supports inference in {_INFERENCE}, got {self.inference!r}"
-                             + (" (SKI exists only for projected models)." if self.inference == "ski" else "."))
-        super()._validate_common_params()
-
     def _validate_params_extra(self) -> None:
         if not isinstance(self.base_kernel, str) or self.base_kernel not in BASE_KERNELS:
             raise ValueError(f"base_kernel must be one of {sorted(BASE_KERNELS)}, got {self.base_kernel!r}.")
@@ -137,7 +114,3 @@ class AdditiveGPRegressor(BaseGPRegressor):
         mass = var[1:] * [math.comb(d, r) for r in range(1, len(var))]
         self.order_variance_shares_ = mass / mass.sum()
         return self
-
-
-register_preset("Additive", lambda **kw: AdditiveGPRegressor(**kw),
-                "GP (exact up to 5000 rows, SGPR beyond), additive SE kernel with all interaction orders up to min(D, 10) (Duvenaud et al.).")

@@ -35,8 +35,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._scaling import StandardizedInputs
 from .._threads import thread_budget
+from ..inference.engines import check_inference
 from ..inference.variational import SVGPModel, fit_svgp
-from ..presets import register_preset
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from ._numeric_input import check_class_labels, validate_numeric
@@ -48,11 +48,8 @@ __all__ = ["FULL_BATCH_MAX_ROWS", "GPClassifier", "probit_predictive"]
 
 #: ``optimizer="auto"`` maximises the full-data ELBO with L-BFGS up to this many training rows
 #: (then minibatch natural-gradient + Adam). Minibatch training stops once its noisy ELBO levels
-#: off, short of the optimum; measured *ad hoc* (GPClassifier, 200 inducing points): airfoil split
-#: 0, target above its median (1353 rows): Adam 4.6 s, negative ELBO 0.279 per row (test log-loss
-#: 0.222 on 150 rows); L-BFGS 25 s, 0.254 (0.224). Synthetic 8-feature logistic data, 2000 rows
-#: (2000 test rows): Adam 13.7 s, log-loss 0.335; L-BFGS 11.1 s, 0.332. At 5000 rows L-BFGS took
-#: 45 s against Adam's 4 s (log-loss 0.305 vs 0.311).
+#: off, short of the optimum, while full-batch L-BFGS grows costly with the rows (measurements:
+#: benchmarks/README.md, "Measurements behind defaults").
 FULL_BATCH_MAX_ROWS = 2048
 
 
@@ -176,8 +173,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
 
     def _validate_params(self) -> None:
         self._validate_kernel()
-        if self.inference != "variational":
-            raise ValueError(f"inference must be 'variational' (Bernoulli SVGP), got {self.inference!r}.")
+        check_inference(self.inference, type(self).__name__, classification=True)
         if not _is_int(self.n_inducing) or self.n_inducing < 1:
             raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
         if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
@@ -339,10 +335,3 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         """Most probable class."""
         check_is_fitted(self, "posteriors_")
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
-
-
-register_preset("GP-classifier", lambda **kw: GPClassifier(kernel="rbf-ard", **kw),
-                "Variational GP classifier (Bernoulli SVGP, probit link, 200 k-means inducing points), RBF-ARD kernel.")
-register_preset("Additive-classifier", lambda **kw: GPClassifier(kernel="additive", **kw),
-                "Variational GP classifier (as GP-classifier) with the additive SE kernel of all orders up to "
-                "min(D, 10) (Duvenaud et al., Tables 1.4-1.5).")

@@ -12,7 +12,6 @@ import torch
 from gpytorch.kernels import Kernel, LinearKernel, ScaleKernel
 
 from ..kernels import AdditiveRBFKernel, IMQKernel, RBFARDKernel, log_positive
-from ..presets import register_preset
 from ._base import BaseGPRegressor
 from .additive import additive_kernel
 
@@ -119,13 +118,3 @@ class GPRegressor(BaseGPRegressor):
                 f"{exc} Check its ard_num_dims / active_dims against the data."
             ) from exc
         return kernel
-
-
-register_preset("RBF-ARD", lambda **kw: GPRegressor(kernel="rbf-ard", **kw),
-                "GP (exact inference up to 5000 rows, sparse SGPR beyond), squared-exponential kernel with one length-scale per feature.")
-register_preset("IMQ-ARD", lambda **kw: GPRegressor(kernel="imq-ard", **kw),
-                "GP (exact up to 5000 rows, SGPR beyond), inverse multiquadric (RQ with alpha=1/2) kernel with ARD length-scales.")
-register_preset("GAM", lambda **kw: GPRegressor(kernel="gam", **kw),
-                "GP (exact up to 5000 rows, SGPR beyond), first-order additive RBF kernel (one length-scale per feature).")
-register_preset("Linear", lambda **kw: GPRegressor(kernel="linear", **kw),
-                "Bayesian linear regression as a GP with a linear kernel and constant mean.")

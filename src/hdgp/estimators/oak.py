@@ -2,121 +2,41 @@
 
 from __future__ import annotations
 
-import numbers
-import warnings
-
 import numpy as np
-import pandas as pd
 import torch
 from gpytorch.kernels import Kernel
-from gpytorch.priors import GammaPrior
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
-from ..exceptions import HDGPWarning, warn_caller
-from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
-from ..kernels.additive_kernel import AdditiveKernel
-from ..kernels.feature_stack import FeatureStackKernel
-from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
-from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
-from ..presets import register_preset
-from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, as_float64, atomic_fit
-from ._numeric_input import check_unique_columns
-from .additive import resolve_max_order
+from .._arrays import as_float64
+from ..inference.engines import ENGINE_REGISTRY
+from ..kernels.orthogonal_kernel import ConstrainedSEKernel
+from ..plotting import plot_components
+from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
+from ._params import resolve_max_order
+from .oak_encoder import OAKInputEncoder, check_oak_params, term_indices, terms_indices
 
 __all__ = ["OAKRegressor"]
 
-_MEASURES = ("gaussian", "empirical", "gmm")
-#: Engines whose posterior exposes support points and weights for the Sobol indices.
-_INFERENCE = ("auto", "exact", "sparse", "variational")
-_HANDLE_UNKNOWN = ("error", "ignore", "warn")
-
-
-def _check_handle_unknown(value) -> None:
-    if not isinstance(value, str) or value not in _HANDLE_UNKNOWN:
-        raise ValueError(f"handle_unknown must be one of {_HANDLE_UNKNOWN}, got {value!r}.")
-
-
-def _level_text(value) -> str:
-    """A level in messages: numbers as 7 (not 7.0), anything else as its text."""
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-#: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5;
-#: these values: the authors' code).
-_ORDER_PRIOR = (1.0, 0.2)
 #: From this many continuous features on, OAK is also fitted from a smooth start and the better
-#: MAP objective kept. The authors' start (every length-scale 1 on the flow-warped inputs) was made
-#: for the paper's regression baselines (<= 13 features); with many, each of the hundreds of flexible first-order terms
-#: interpolates noise from the first step and L-BFGS stays there. *Ad hoc*, y = sin(x0) + x1 x2 +
-#: 0.1 e, 192 rows, max_order=2: log marginal likelihood from the authors' / the smooth start
-#: 119.1 / 119.1 (20 features), 125.8 / 108.3 (50), -208.2 / 150.3 (100), -184.7 / 125.8 (200;
-#: validation RMSE 1.20 / 0.23, Sobol shares of x1 x2 and x0 recovered only from the smooth start).
-#: Exact and sparse fits (it doubles the fit). Sparse: *ad hoc*, pumadyn32nm split 0 (32 uniform inputs,
-#: 7,373 rows), max_order=3, 100 inducing points: test RMSE 0.294 from the authors' start (a second-order
-#: optimum, 0.287 at every M of oak-fig3) against 0.237 when the smooth start is also tried and wins
-#: (objective per row 0.197 / 0.046); on 1,000 of its rows the authors' start ends 220 nats below the
-#: SGPR bound at the exact fit's hyper-parameters. Not for minibatch SVGP (not measured).
+#: MAP objective kept: with many features each flexible first-order term can interpolate noise from
+#: the authors' start (every length-scale 1), where L-BFGS then stays. Exact and sparse fits only
+#: (it doubles the fit). Measurements: benchmarks/README.md, "Measurements behind defaults".
 SMOOTH_START_MIN_FEATURES = 21
 #: Length-scale of every continuous feature at the smooth start: nearly linear components over the
 #: warped inputs' +-2.5 standard deviations.
 SMOOTH_START_LENGTHSCALE = 5.0
 #: Length-scale of the one short feature of a ``feature_starts`` start (the others at the authors' 1):
 #: a tenth of a standard deviation of the warped input, fine enough to resolve a few dozen distinct
-#: values. Machine (the OAK paper's own splits): the authors' code reaches an optimum where the
-#: first column (30 distinct values, one far outlier) has length-scale 0.07; from the authors'
-#: start L-BFGS stays where that column is smooth and unused, 6 nats worse on split 0.
+#: values (measurements: benchmarks/README.md, "Measurements behind defaults").
 FEATURE_START_LENGTHSCALE = 0.1
-#: Noise variance of the ``low_noise_start`` start, in multiples of ``noise_lower_bound``. Energy (the OAK
-#: paper's own splits 1 and 4): from the generic noise start 0.1 (and from the authors' 0.01) L-BFGS ends
-#: with noise 2e-3 and test RMSE 0.042-0.045; from 2e-4 it ends 35-45 nats higher with noise 3e-4-6e-4
-#: and RMSE 0.028-0.031, where the authors' code also goes (0.028, 0.025).
+#: Noise variance of the ``low_noise_start`` start, in multiples of ``noise_lower_bound``: close to the
+#: bound, so that nearly noise-free data can reach the optimum that explains it by the function
+#: (measurements: benchmarks/README.md, "Measurements behind defaults").
 LOW_NOISE_START_FACTOR = 2.0
 
 
-#: The flow warps inputs like 1e300 to ±inf; the kernels see ±1e150 instead, just as far beyond
-#: every training point (every constrained term is 0 there) but finite, so two such points differ
-#: by 0, not inf - inf = NaN (a full predictive covariance would be NaN).
-_BEYOND_DATA = 1e150
-
-
-def _holds_text(X) -> bool:
-    """Whether a 2-D array-like (not a DataFrame) has string cells."""
-    try:
-        arr = np.asarray(X)
-    except ValueError:  # ragged: validate_data reports it
-        return False
-    if arr.ndim != 2:
-        return False
-    if arr.dtype.kind in "US":
-        return True
-    return arr.dtype.kind == "O" and any(isinstance(v, str) for v in arr.ravel())
-
-
-def _is_discrete_dtype(series: pd.Series) -> bool:
-    return isinstance(series.dtype, pd.CategoricalDtype) or series.dtype == object or pd.api.types.is_string_dtype(series)
-
-
-def _column_specs(specs, n_features: int, what: str) -> list:
-    """Column names/indices as given (one, or a list), or the positions of True in a boolean mask
-    (scikit-learn's convention for ``categorical_features``; a mask read as indices would mean
-    columns 0 and 1)."""
-    if specs is None:
-        return []
-    if isinstance(specs, (str, numbers.Integral)) and not isinstance(specs, (bool, np.bool_)):
-        return [specs]  # one column; a string is a name, not a list of characters
-    specs = list(specs)
-    flags = [isinstance(s, (bool, np.bool_)) for s in specs]
-    if specs and all(flags):
-        if len(specs) != n_features:
-            raise ValueError(f"{what} as a boolean mask needs one entry per feature ({n_features}), got {len(specs)}.")
-        return [j for j, flag in enumerate(specs) if flag]
-    if any(flags):
-        raise ValueError(f"{what} mixes booleans with column names/indices: {specs!r}.")
-    return specs
-
-
-class OAKRegressor(BaseGPRegressor):
+class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     r"""Orthogonal additive GP regression with analytic Sobol indices.
 
     .. math::
@@ -211,21 +131,16 @@ class OAKRegressor(BaseGPRegressor):
         :data:`FEATURE_START_LENGTHSCALE` (0.1 on the warped input) and the others at the
         authors' 1, keeping the lowest MAP objective (no held-out data involved). It finds
         optima where one feature acts through fine detail, which L-BFGS from the smooth
-        authors' start does not reach: machine on the OAK paper's own splits, test RMSE
-        0.326 → 0.283 and NLPD 0.317 → 0.169 (the paper: 0.281, 0.162; its authors' code on
-        those splits: 0.281). Costs one more fit per continuous feature; exact and sparse
-        inference only. A higher marginal likelihood is not always better held out: servo's
-        NLPD rose 0.32 → 0.51 (``benchmarks/results/oak/README.md``).
+        authors' start does not reach. Costs one more fit per continuous feature; exact and sparse
+        inference only. A higher marginal likelihood is not always better held out (the
+        measurements: ``benchmarks/results/oak/README.md``).
     low_noise_start : bool, default=False
         Also train from the authors' start with the noise variance at
         :data:`LOW_NOISE_START_FACTOR` times ``noise_lower_bound`` (instead of 0.1), keeping the
         lowest MAP objective. Nearly noise-free data (simulations such as energy) can have an
         optimum that explains the data by the function where the default start stays with more
-        noise: energy on the OAK paper's splits 1 and 4, test RMSE 0.042 → 0.031 and 0.045 →
-        0.028, as the authors' code (``benchmarks/results/oak/README.md``). One more fit; as
-        with ``feature_starts``, servo's NLPD rose 0.32 → 0.51. With ``noise_lower_bound=1e-6``
-        too (a start at 2e-6): energy 0.046 → 0.035 over the 10 splits (the paper: 0.036), servo
-        unchanged.
+        noise. One more fit; as with ``feature_starts``, a higher marginal likelihood is not always
+        better held out (the measurements: ``benchmarks/results/oak/README.md``).
     n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
         See :class:`~hdgp.estimators._base.BaseGPRegressor`.
 
@@ -272,6 +187,8 @@ class OAKRegressor(BaseGPRegressor):
     Lu, Boukouvalas & Hensman (2022), *Additive Gaussian Processes Revisited*, ICML.
     """
 
+    _engine_needs = {"sobol": True}
+
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  handle_unknown="error", order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
@@ -309,238 +226,27 @@ class OAKRegressor(BaseGPRegressor):
 
     # ------------------------------------------------------------ validation
     def _validate_params_extra(self) -> None:
-        if self.measure not in _MEASURES:
-            raise ValueError(f"measure must be one of {_MEASURES}, got {self.measure!r}.")
-        _check_handle_unknown(self.handle_unknown)
-        if self.inference not in _INFERENCE:
-            raise ValueError(f"OAKRegressor supports inference in {_INFERENCE}, got {self.inference!r}.")
-        if isinstance(self.gmm_components, bool) or not isinstance(self.gmm_components, numbers.Integral) \
-                or self.gmm_components < 1:
-            raise ValueError(f"gmm_components must be a positive integer, got {self.gmm_components!r}.")
-        if not isinstance(self.sobol_threshold, numbers.Real) or not 0 < self.sobol_threshold <= 1:
-            raise ValueError(f"sobol_threshold must be in (0, 1], got {self.sobol_threshold!r}.")
-        if not isinstance(self.max_sobol_terms, numbers.Integral) or self.max_sobol_terms < 1:
-            raise ValueError(f"max_sobol_terms must be a positive integer, got {self.max_sobol_terms!r}.")
-        if not (isinstance(self.flow, (bool, np.bool_)) or (isinstance(self.flow, str) and self.flow == "auto")):
-            raise ValueError(f"flow must be True, False or 'auto', got {self.flow!r}.")
-        for name in ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"{name} must be True or False, got {getattr(self, name)!r}.")
-        if self.log_transform not in LOG_TRANSFORMS:
-            raise ValueError(f"log_transform must be one of {LOG_TRANSFORMS}, got {self.log_transform!r}.")
+        check_oak_params(self, ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"))
 
-    # ------------------------------------------------------ feature handling
-    def _column_index(self, spec, n_features, names) -> int:
-        if isinstance(spec, str):
-            if spec not in names:
-                raise ValueError(f"Unknown column {spec!r}; the features are {', '.join(map(repr, names))}.")
-            return names.index(spec)
-        if not isinstance(spec, numbers.Integral) or not -n_features <= spec < n_features:
-            raise ValueError(f"Column index {spec!r} is out of range for {n_features} features.")
-        return int(spec) % n_features
-
-    def _encode_frame(self, X, fit: bool):
-        """Replace categorical/object/string DataFrame columns by the codes of their observed levels.
-
-        ``frame_levels_`` maps a column label to its levels and ``frame_columns_`` lists the
-        labels in column order (None for arrays), so a column is found by position whatever
-        its label's type. Missing values in such a column are refused: a code for them would
-        be a hidden level.
-
-        An array given to a model fitted on such a DataFrame is read the same way, by
-        position: its cells are level values (``"eu"``), not the codes, which are internal.
-        An array with text cells (the object array a ``ColumnTransformer`` returns) is read as
-        a table with columns x0, x1, ...: its text columns are categorical, the others numeric.
-        """
-        if not isinstance(X, pd.DataFrame):
-            if fit and _holds_text(X):  # e.g. a ColumnTransformer's object array
-                X = np.asarray(X, dtype=object)
-                table = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])
-                # back to an array: an array has no feature names, and predict reads arrays by position
-                return self._encode_frame(table.infer_objects(), fit=True).to_numpy(dtype=float)
-            if fit:
-                self.frame_levels_, self.frame_columns_ = {}, None
-                return X
-            columns = getattr(self, "frame_columns_", None)
-            if not self.frame_levels_ or columns is None or np.ndim(X) != 2 or np.shape(X)[1] != len(columns):
-                return X  # validate_data reports a shape mismatch
-            # back to an array, so that scikit-learn still warns that the array has no feature names
-            return self._encode_frame(pd.DataFrame(np.asarray(X, dtype=object), columns=columns), fit=False).to_numpy()
-        check_unique_columns(X)
-        if fit:
-            self.frame_columns_ = list(X.columns)
-            self.frame_levels_ = {
-                c: list(pd.Series(X[c]).astype("category").cat.remove_unused_categories().cat.categories)
-                for c in X.columns if _is_discrete_dtype(X[c])
-            }
-        if not self.frame_levels_:
-            return X
-        X = X.copy()
-        for c, cats in self.frame_levels_.items():
-            if c not in X.columns:
-                continue  # validate_data reports the mismatch
-            col = pd.Series(X[c])
-            missing = np.flatnonzero(col.isna().to_numpy())
-            if missing.size:
-                raise ValueError(
-                    f"Column {c!r} has missing values (rows {missing[:5].tolist()}); fill them, or give "
-                    "'missing' a level of its own, before fitting or predicting."
-                )
-            codes = pd.Index(cats).get_indexer(col)  # an unknown level's code is -1
-            unknown = codes == -1
-            if unknown.any():
-                self._unknown_levels(c, col[unknown].unique(), cats, int(unknown.sum()))
-            X[c] = codes.astype(float)
-        return X
-
-    def _unknown_levels(self, column, values, known, n_rows: int) -> None:
-        """Apply ``handle_unknown`` to ``values`` of ``column`` (in ``n_rows`` rows) not among the ``known`` levels."""
-        shown = ", ".join(sorted(map(_level_text, values))[:5])
-        policy = getattr(self, "handle_unknown", "error")  # a model saved before the option existed
-        _check_handle_unknown(policy)  # (set after fit: not validated by it)
-        if policy == "error":
-            raise ValueError(f"Column {column!r} has level(s) {shown} not seen during fit (known: "
-                             f"{', '.join(map(_level_text, known))}); "
-                             "map them to a known level, or set handle_unknown='ignore'.")
-        if policy == "warn":
-            warn_caller(f"Column {column!r} has level(s) {shown} not seen during fit in {n_rows} row(s): its "
-                        "effect and its interactions are set to their average (zero) there.")
-
-    def _frame_labels(self) -> list:
-        """The fitted DataFrame's column labels in order (empty for arrays)."""
-        columns = getattr(self, "frame_columns_", None)
-        if columns is None:  # a model saved before frame_columns_ existed
-            columns = list(getattr(self, "feature_names_in_", []))
-        return columns
-
-    def _frame_positions(self) -> list[int]:
-        """Positions of the DataFrame columns that ``_encode_frame`` turned into level codes."""
-        columns = self._frame_labels()
-        return [columns.index(c) for c in self.frame_levels_ if c in columns]
-
-    def _resolve_features(self, X: np.ndarray) -> None:
-        n_features = X.shape[1]
-        labels = self._feature_names(n_features)  # an array's columns are x0, x1, ... as in sobol_indices_
-        declared_binary = [] if self.binary_features == "auto" else [
-            self._column_index(s, n_features, labels)
-            for s in _column_specs(self.binary_features, n_features, "binary_features")]
-        declared_categorical = {
-            self._column_index(spec, n_features, labels)
-            for spec in _column_specs(self.categorical_features, n_features, "categorical_features")}
-        overlap = set(declared_binary) & declared_categorical
-        if overlap:
-            raise ValueError(
-                f"Columns {[labels[j] for j in sorted(overlap)]} are declared both binary and categorical.")
-        # text columns are categorical unless declared binary
-        categorical = declared_categorical | (set(self._frame_positions()) - set(declared_binary))
-        if self.binary_features == "auto":
-            binary = set()
-            two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
-        else:
-            binary, two_point = set(declared_binary), set()
-        self.levels_ = {}
-        for j in sorted(categorical | binary):
-            levels = np.unique(X[:, j])
-            if j in categorical and not np.all(levels == np.round(levels)):
-                raise ValueError(
-                    f"Column {labels[j]!r} is declared categorical but holds non-integer numbers "
-                    f"(e.g. {float(levels[levels != np.round(levels)][0])!r}); encode its levels as integers "
-                    "or strings, or treat it as continuous."
-                )
-            if j in binary and len(levels) != 2:
-                raise ValueError(f"Column {labels[j]!r} is declared binary but has {len(levels)} distinct values.")
-            if j in categorical and len(levels) > 2 and len(levels) > 0.5 * X.shape[0]:
-                warnings.warn(
-                    f"Categorical column {labels[j]!r} has {len(levels)} levels in {X.shape[0]} rows (an identifier?): "
-                    "its component can only memorise training rows, and its Sobol index says little. Drop it, or "
-                    "treat it as continuous if its values are ordered.",
-                    HDGPWarning, stacklevel=8)  # the user's fit (through atomic_fit and the input checks)
-            self.levels_[j] = levels
-        self.two_point_values_ = {}
-        for j in sorted(two_point):
-            low, high = np.unique(X[:, j])
-            self.two_point_values_[j] = (float(low), float(high), float(np.mean(X[:, j] == high)))
-        self.categorical_features_ = sorted(categorical)
-        self.binary_features_ = sorted(binary | two_point)
-        self.two_point_features_ = sorted(self.two_point_values_)
-        self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_ and j not in two_point]
-
-    def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
-        """Flow (or standardise) continuous columns; map discrete columns to level codes 0..M-1."""
-        if fit:
-            self._resolve_features(X)
-        out = X.copy()
-        cont = self.continuous_features_
-        if cont:
-            X_cont = X[:, cont]
-            if fit:
-                self.input_min_, self.input_max_ = X_cont.min(0), X_cont.max(0)
-                labels = self._feature_names(X.shape[1])
-                auto = isinstance(self.flow, str)  # "auto" (validated)
-                self.flow_ = (SinhArcsinhFlow(self.log_transform, skip_light_tails=auto)
-                              .fit(X_cont, [labels[j] for j in cont]) if auto or self.flow else None)
-                if self.flow_ is None:
-                    super()._transform_inputs(X_cont, fit=True)
-            elif self.clip_inputs:
-                X_cont = np.clip(X_cont, self.input_min_, self.input_max_)
-            out[:, cont] = (np.clip(self.flow_.transform(X_cont), -_BEYOND_DATA, _BEYOND_DATA)
-                            if self.flow_ is not None else super()._transform_inputs(X_cont, fit=False))
-        elif fit:
-            self.flow_ = None
-        for j, (low, high, _) in self._two_point().items():
-            out[:, j] = (X[:, j] - low) / (high - low)
-        coded_frame_columns = set(self._frame_positions())
-        for j, levels in self.levels_.items():
-            codes = np.clip(np.searchsorted(levels, X[:, j]), 0, len(levels) - 1)
-            unseen = levels[codes] != X[:, j]
-            if unseen.any():
-                if j not in coded_frame_columns:  # a DataFrame's text levels were handled by _encode_frame
-                    self._unknown_levels(self._feature_names(X.shape[1])[j], np.unique(X[unseen, j]).tolist(),
-                                         levels.tolist(), int(unseen.sum()))
-                codes[unseen] = ConstrainedCategoricalKernel.UNKNOWN
-            out[:, j] = codes
-        return out
-
-    # --------------------------------------------------------------- kernel
-    def _make_measure(self, cols: np.ndarray):
-        if self.measure == "gaussian":
-            return gaussian_measure(cols.mean(0), cols.std(0))
-        if self.measure == "empirical":
-            return empirical_measure(list(cols.T))
-        return gaussian_mixture_measure(list(cols.T), self.gmm_components, random_state=self._fit_seed_)
+    # ------------------------------------------------- the encoder's hooks
+    _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
-        n_dims = X.shape[-1]
-        max_order = resolve_max_order(self.max_order, n_dims)
-        Xn = X.detach().cpu().numpy()
-        kernels, groups = [], []
-        if self.continuous_features_:
-            continuous = ConstrainedSEKernel(self._make_measure(Xn[:, self.continuous_features_]))
-            self._set_start(continuous)
-            kernels.append(continuous)
-            groups.append(self.continuous_features_)
-        two_point = self._two_point()
-        if two_point:
-            # point masses at the scaled training values 0 and 1 with their training
-            # frequencies (stored, so a model rebuilt on inducing inputs gets the same measure)
-            cols = sorted(two_point)
-            upper = np.array([two_point[j][2] for j in cols])
-            ends = np.tile([0.0, 1.0], (len(cols), 1))
-            measure = MixtureMeasure(ends, np.zeros_like(ends), np.column_stack([1 - upper, upper]))
-            kernels.append(ConstrainedSEKernel(measure))
-            groups.append(cols)
-        for j, levels in self.levels_.items():
-            counts = np.bincount(Xn[:, j].astype(int), minlength=len(levels))
-            rank = 0 if j in self.binary_features_ else 1
-            kernels.append(ConstrainedCategoricalKernel(counts / counts.sum(), rank=rank))
-            groups.append([j])
-        base = kernels[0] if len(kernels) == 1 else FeatureStackKernel(kernels, groups)
-        prior = GammaPrior(*_ORDER_PRIOR) if self.order_variance_prior else None
-        kernel = AdditiveKernel(base, num_dims=n_dims, max_order=max_order, order_variance_prior=prior)
-        # the authors' initialisation: every order variance 1 (constrained kernels are < 1
-        # on the diagonal, so high orders still start with little prior variance)
-        kernel.order_variances = torch.ones(max_order + 1)
-        return kernel
+        return self.make_kernel(X, max_order=resolve_max_order(self.max_order, X.shape[-1]),
+                                order_variance_prior=self.order_variance_prior, random_state=self._fit_seed_,
+                                start=self._set_start)
+
+    def _discrete_columns(self) -> tuple:
+        return self.discrete_columns()
+
+    def _feature_names(self, n_features: int | None = None) -> list[str]:
+        return self.feature_names(n_features)
+
+    def _term(self, term) -> tuple[int, ...]:
+        return term_indices(term, self._feature_names())
+
+    def _terms(self, terms) -> list[tuple[int, ...]]:
+        return terms_indices(terms, self._feature_names())
 
     def _starts(self) -> list[tuple[str, int | None]]:
         """The starts one exact or sparse fit trains, as ``(name, continuous feature or None)``; the
@@ -550,7 +256,7 @@ class OAKRegressor(BaseGPRegressor):
         :data:`LOW_NOISE_START_FACTOR` × ``noise_lower_bound``; with ``feature_starts``, one per
         continuous feature whose length-scale starts at :data:`FEATURE_START_LENGTHSCALE`."""
         starts = [("authors", None)]
-        if self.inference_ not in ("exact", "sparse"):
+        if ENGINE_REGISTRY[self.inference_].trains_itself:  # one start: minibatch training has its own schedule
             return starts
         if len(self.continuous_features_) >= SMOOTH_START_MIN_FEATURES:
             starts.append(("smooth", None))
@@ -592,22 +298,6 @@ class OAKRegressor(BaseGPRegressor):
         starts = self._starts()  # a warm start after feature_starts was switched off can name a start beyond them
         self.start_losses_ = {starts[c][0] if c < len(starts) else "warm": loss for c, loss in losses.items()}
 
-    def _discrete_columns(self) -> tuple:
-        """Every binary and categorical column: the constrained categorical kernel reads
-        integer level codes, so k-means inducing inputs take the cluster's most frequent
-        code there (:func:`~hdgp.inference.inducing.kmeans_inducing_points` does that by
-        itself only for columns with few levels). Codes reach the kernel through integer
-        indexing, which has no gradient, so inducing inputs learned by SVGP keep them.
-        Auto-detected two-point columns start on their observed values 0 and 1 too,
-        where their measure has its mass.
-        """
-        return tuple(sorted([*self.levels_, *self._two_point()]))
-
-    def _two_point(self) -> dict:
-        """``two_point_values_``; empty for models saved before two-point columns existed
-        (those modelled every two-valued column with the binary kernel, in ``levels_``)."""
-        return getattr(self, "two_point_values_", {})
-
     # ------------------------------------------------------------------ fit
     @atomic_fit
     def fit(self, X, y):
@@ -623,7 +313,7 @@ class OAKRegressor(BaseGPRegressor):
         -------
         self
         """
-        super().fit(self._encode_frame(X, fit=True), y)
+        super().fit(self.encode_frame(X, fit=True), y)
         # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)
         self.sobol_ = explain.compute_sobol(self.kernel_, self.posterior_.X, self.posterior_.alpha,
                                             self.max_sobol_terms)
@@ -633,34 +323,9 @@ class OAKRegressor(BaseGPRegressor):
         self.components_ = explain.select_terms(self.sobol_, self.sobol_threshold)
         return self
 
-    def _feature_names(self, n_features: int | None = None) -> list[str]:
-        """Column labels as strings: DataFrame columns (any label type), else ``x0, x1, ...``."""
-        if hasattr(self, "feature_names_in_"):
-            return [str(c) for c in self.feature_names_in_]
-        if getattr(self, "frame_columns_", None) is not None:
-            return [str(c) for c in self.frame_columns_]
-        return [f"x{i}" for i in range(self.n_features_in_ if n_features is None else n_features)]
-
     def _prepare_predict_inputs(self, X) -> torch.Tensor:
         check_is_fitted(self, "posterior_")
-        return super()._prepare_predict_inputs(self._encode_frame(X, fit=False))
-
-    def _term(self, term) -> tuple[int, ...]:
-        names = self._feature_names()
-        if isinstance(term, (str, numbers.Integral)):
-            term = (term,)
-        indices = sorted(self._column_index(t, len(names), names) for t in term)
-        if len(set(indices)) < len(indices):
-            raise ValueError(f"The term {tuple(term)!r} names a feature more than once; a term is a set of "
-                             "distinct features, e.g. ('x0', 'x1') for the interaction of x0 and x1.")
-        return tuple(indices)
-
-    def _terms(self, terms) -> list[tuple[int, ...]]:
-        """A list of terms (names or indices) as sorted index tuples, each at most once."""
-        terms = [self._term(t) for t in terms]
-        if len(set(terms)) < len(terms):
-            raise ValueError("terms lists a term more than once; each term enters the mean once.")
-        return terms
+        return super()._prepare_predict_inputs(self.encode_frame(X, fit=False))
 
     # -------------------------------------------------------- explanations
     def predict_component(self, X, term, return_std: bool = False):
@@ -722,10 +387,4 @@ class OAKRegressor(BaseGPRegressor):
 
         See :func:`hdgp.plotting.plot_components`.
         """
-        from ..plotting import plot_components
-
         return plot_components(self, terms, **kwargs)
-
-
-register_preset("OAK", lambda **kw: OAKRegressor(**kw),
-                "Orthogonal additive GP (Lu et al. 2022): flow, constrained kernels, Gamma prior, Sobol ranking.")

@@ -25,12 +25,13 @@ from sklearn.metrics import log_loss, roc_auc_score
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
+from ..plotting import plot_components
 from .._threads import thread_budget
-from ..presets import register_preset
 from ._base import _is_int
-from ._input_summary import summarize_inputs
+from ._params import resolve_max_order
+from .._input_summary import summarize_inputs
 from .classifier import GPClassifier
-from .oak import OAKRegressor
+from .oak_encoder import OAKInputEncoder, check_oak_params, term_indices, terms_indices
 
 __all__ = ["OAKClassifier"]
 
@@ -73,11 +74,11 @@ class OAKClassifier(GPClassifier):
     components_ : list of tuple of int, or list of such lists
         Highest-ranked terms (feature indices) of the latent function reaching
         ``sobol_threshold``; one list per class when there are more than two classes.
-    encoder_ : OAKRegressor
+    encoder_ : OAKInputEncoder
         Unfitted-model holder of the fitted input transformation (flow, levels, measures).
     input_summary_ : dict
         Range, typical value and histogram of every transformed input column, for
-        :meth:`plot_components` (:func:`~hdgp.estimators._input_summary.summarize_inputs`;
+        :meth:`plot_components` (:func:`~hdgp._input_summary.summarize_inputs`;
         the training rows themselves are not kept).
 
     Examples
@@ -129,18 +130,16 @@ class OAKClassifier(GPClassifier):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ hooks
-    def _encoder(self) -> OAKRegressor:
-        return OAKRegressor(max_order=self.max_order, measure=self.measure, gmm_components=self.gmm_components,
-                            flow=self.flow, log_transform=self.log_transform, clip_inputs=self.clip_inputs,
-                            categorical_features=self.categorical_features, binary_features=self.binary_features,
-                            handle_unknown=getattr(self, "handle_unknown", "error"),  # absent from old model files
-                            order_variance_prior=self.order_variance_prior, sobol_threshold=self.sobol_threshold,
-                            max_sobol_terms=self.max_sobol_terms, random_state=self.random_state)
+    def _encoder(self) -> OAKInputEncoder:
+        return OAKInputEncoder(measure=self.measure, gmm_components=self.gmm_components, flow=self.flow,
+                               log_transform=self.log_transform, clip_inputs=self.clip_inputs,
+                               categorical_features=self.categorical_features, binary_features=self.binary_features,
+                               handle_unknown=self.handle_unknown)
 
     def _validate_kernel(self) -> None:
-        self._encoder()._validate_params_extra()
+        check_oak_params(self)
 
-    def _predict_encoder(self) -> OAKRegressor:
+    def _predict_encoder(self) -> OAKInputEncoder:
         """``encoder_``, or a shallow copy of it with this classifier's current ``handle_unknown``
         (set after fit, or on a copy of this classifier: the fitted encoder is shared, not changed)."""
         policy = getattr(self, "handle_unknown", "error")
@@ -152,9 +151,9 @@ class OAKClassifier(GPClassifier):
 
     def _check_X(self, X, y=None, *, fit: bool = False):
         if not fit:
-            return super()._check_X(self._predict_encoder()._encode_frame(X, fit=False))
+            return super()._check_X(self._predict_encoder().encode_frame(X, fit=False))
         self.encoder_ = self._encoder()
-        X, y = super()._check_X(self.encoder_._encode_frame(X, fit=True), y, fit=True)
+        X, y = super()._check_X(self.encoder_.encode_frame(X, fit=True), y, fit=True)
         if hasattr(self, "feature_names_in_"):
             self.encoder_.feature_names_in_ = self.feature_names_in_
         elif hasattr(self.encoder_, "feature_names_in_"):
@@ -162,21 +161,17 @@ class OAKClassifier(GPClassifier):
         return X, y
 
     def _transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
-        if fit:
-            self.encoder_._fit_seed_ = self._fit_seed_
-            return self.encoder_._transform_inputs(X, fit)
-        return self._predict_encoder()._transform_inputs(X, fit)
+        return (self.encoder_ if fit else self._predict_encoder()).transform_inputs(X, fit)
 
     def _make_kernel(self, X):
-        if self.max_order is None:
-            self.encoder_.max_order = min(X.shape[-1], DEFAULT_MAX_ORDER)
-        return self.encoder_._make_kernel(X)
+        return self.encoder_.make_kernel(X, max_order=resolve_max_order(self.max_order, X.shape[-1], cap=DEFAULT_MAX_ORDER),
+                                         order_variance_prior=self.order_variance_prior, random_state=self._fit_seed_)
 
     def _discrete_columns(self) -> tuple:
-        return self.encoder_._discrete_columns()
+        return self.encoder_.discrete_columns()
 
     def _feature_names(self) -> list[str]:
-        return self.encoder_._feature_names(self.n_features_in_)
+        return self.encoder_.feature_names(self.n_features_in_)
 
     def _after_fit(self, Xt: torch.Tensor) -> None:
         self.input_summary_ = summarize_inputs(Xt, self.encoder_.levels_)
@@ -214,10 +209,12 @@ class OAKClassifier(GPClassifier):
             return 0, 1.0 if matches[0] == 1 else -1.0
         return matches[0], 1.0
 
-    # a term's feature indices from names or indices, as the regressor reads them
-    _term = OAKRegressor._term
-    _terms = OAKRegressor._terms
-    _column_index = OAKRegressor._column_index
+    def _term(self, term) -> tuple[int, ...]:
+        """A term's feature indices from names or indices, as the regressor reads them."""
+        return term_indices(term, self._feature_names())
+
+    def _terms(self, terms) -> list[tuple[int, ...]]:
+        return terms_indices(terms, self._feature_names())
 
     def predict_component(self, X, term, *, class_label=None, return_std: bool = False):
         """Posterior mean (and std) of the latent component :math:`f_u` at ``X`` (probit scale).
@@ -356,15 +353,9 @@ class OAKClassifier(GPClassifier):
 
         See :func:`hdgp.plotting.plot_components`; ``class_label`` as in :meth:`predict_component`.
         """
-        from ..plotting import plot_components
-
         return plot_components(self, terms, class_label=class_label, **kwargs)
 
 
 def _padded(values: np.ndarray, length: int) -> np.ndarray:
     """The first ``length`` values, padded with zeros (a latent function with fewer terms adds nothing)."""
     return np.concatenate([values[:length], np.zeros(max(0, length - len(values)))])
-
-
-register_preset("OAK-classifier", lambda **kw: OAKClassifier(**kw),
-                "Orthogonal additive GP classifier (Bernoulli SVGP, 200 inducing points) with latent Sobol indices.")

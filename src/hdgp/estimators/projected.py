@@ -15,17 +15,14 @@ import torch
 from gpytorch.kernels import Kernel, ScaleKernel
 
 from ..exceptions import HDGPWarning
-from ..inference import ENGINES
 from ..inference.ski import SKIProjectedGPModel
 from ..kernels import log_positive
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
-from ..presets import register_preset
 from ..projections import diverse_directions, expand_degrees, min_pairwise_angle, random_directions
-from ._base import AUTO_EXACT_MAX_N, BaseGPRegressor, _is_int
+from ._base import BaseGPRegressor, _is_int
 
 __all__ = ["ProjectedAdditiveGPRegressor"]
 
-ENGINES.setdefault("ski", SKIProjectedGPModel)
 
 #: Settings of SKIProjectedGPModel a user may pass through ``ski_options``.
 _SKI_OPTIONS = ("num_probes", "probe_seed", "preconditioner_rank", "max_cg_iterations", "cg_tolerance")
@@ -63,13 +60,10 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         Direction sets to try. Set ``s`` > 0 is drawn from a seed derived from
         ``random_state``; each set is fitted and the one with the highest
         (penalised) marginal likelihood is kept. The paper fits one set per run;
-        without ARD the fitted model depends strongly on which set was drawn
-        (energy, DPA-GP: test RMSE 0.06-0.16 over eight seeds, ranked like the
-        marginal likelihood). With 5 sets, Table 1 of the paper improves from a few
-        hundred rows on for some models (housing and autompg with ARD, yacht without)
-        and gets worse for others (housing without ARD, energy's DPA-GP); on 200 rows
-        or fewer the marginal likelihood over-fits the choice and test RMSE got worse on
-        average (``benchmarks/results/projected/README.md``).
+        without ARD the fitted model depends strongly on which set was drawn. More sets
+        help some models and hurt others, and on a few hundred rows or fewer the marginal
+        likelihood over-fits the choice (the measurements:
+        ``benchmarks/results/projected/README.md``).
     grid_size : int, default=512
         Grid points per projection for SKI inference.
     ski_options : dict or None, default=None
@@ -115,7 +109,7 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     Processes for Regression", ICML, eq. (2)-(7), Sec. 4.3-4.4, Table 2.
     """
 
-    _supports_ski = True
+    _engine_needs = {"projections": True}
 
     def __init__(self, n_projections=20, *, degree=1, directions="diverse", ard=True, n_direction_sets=1,
                  grid_size=512, ski_options=None, inference="auto", n_inducing=512, batch_size=None,
@@ -166,10 +160,8 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         if self.inference == "ski" and max(degrees) > 1:
             raise ValueError("inference='ski' needs 1-D projections (degree=1); use inference='exact'.")
 
-    def _resolve_inference(self, n: int) -> str:
-        if self.inference == "auto" and n > AUTO_EXACT_MAX_N and max(self._degrees()) == 1:
-            return "ski"
-        return super()._resolve_inference(n)
+    def _ski_possible(self) -> bool:
+        return max(self._degrees()) == 1
 
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
         if self.inference_ == "ski":
@@ -218,35 +210,3 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
             per_group = torch.zeros(len(degrees), **kw).index_add(0, groups, spread)
             kernel.projection_lengthscale = per_group / torch.tensor(degrees, **kw)
         return ScaleKernel(kernel, outputscale_constraint=log_positive()).to(**kw)
-
-
-def _preset(description: str, **params):
-    def factory(**overrides):
-        return ProjectedAdditiveGPRegressor(**{**params, **overrides})
-
-    return factory, description
-
-
-_RPA3 = [(3, 1), (3, 2), (3, 3), (2, 4), (2, 5), (1, 6)]
-_PRESETS = {
-    "Single-RP": _preset("One 1-D Gaussian random projection with an RBF sub-kernel (Delbridge et al. 2020).",
-                         n_projections=1, directions="random", ard=False),
-    "RPA-GP-1": _preset("20 1-D Gaussian random projections, per-projection length-scales and weights.",
-                        n_projections=20, directions="random", ard=False),
-    "RPA-GP-2": _preset("Gaussian random projections of degrees 4x1, 4x2, 4x3 (RBF sub-kernels).",
-                        n_projections=None, degree=[(4, 1), (4, 2), (4, 3)], directions="random", ard=False),
-    "RPA-GP-3": _preset("Gaussian random projections of degrees 3x1, 3x2, 3x3, 2x4, 2x5, 1x6 (degrees above d warn).",
-                        n_projections=None, degree=_RPA3, directions="random", ard=False),
-    "RPA-GP-SKI": _preset("RPA-GP-1 with additive SKI inference (512-point grid per projection).",
-                          n_projections=20, directions="random", ard=False, inference="ski"),
-    "DPA-GP": _preset("20 1-D diverse directions (eq. 7), per-projection length-scales and weights.",
-                      n_projections=20, directions="diverse", ard=False),
-    "RPA-GP-ARD": _preset("20 1-D Gaussian random projections after learned ARD input scaling, weights 1/J.",
-                          n_projections=20, directions="random", ard=True),
-    "DPA-GP-ARD": _preset("20 1-D diverse directions after learned ARD input scaling, weights 1/J.",
-                          n_projections=20, directions="diverse", ard=True),
-    "DPA-GP-ARD-SKI": _preset("DPA-GP-ARD with additive SKI inference (512-point grid per projection).",
-                              n_projections=20, directions="diverse", ard=True, inference="ski"),
-}
-for _name, (_factory, _description) in _PRESETS.items():
-    register_preset(_name, _factory, _description)

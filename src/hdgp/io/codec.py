@@ -40,6 +40,7 @@ import numbers
 
 import numpy as np
 import pandas as pd
+import sklearn.model_selection as model_selection
 import torch
 
 __all__ = ["StateEncoder", "StateDecoder", "UnsupportedStateError"]
@@ -146,8 +147,6 @@ def _splitter_class(name: str):
     Only the public, concrete splitters (a ``split`` and a ``get_n_splits`` method) qualify: their
     constructors just store their arguments, so rebuilding one from a file runs no stored code.
     """
-    import sklearn.model_selection as model_selection
-
     if not isinstance(name, str) or name not in model_selection.__all__ or name.startswith(("Base", "Halving")):
         return None
     cls = getattr(model_selection, name, None)

@@ -12,7 +12,7 @@ An estimator whose posterior is an :class:`~hdgp.inference.inducing.InducingPost
 :class:`~hdgp.inference.ski.SKIPosterior` from its grids, so their training inputs
 ``X_train_`` (n × d; 10⁶ × 50 rows would be 400 MB) are not written.
 What the component plots and summaries read of them is kept instead as
-``input_summary_`` (:func:`~hdgp.estimators._input_summary.summarize_inputs`); the
+``input_summary_`` (:func:`~hdgp._input_summary.summarize_inputs`); the
 loaded estimator has no ``X_train_`` and its model is rebuilt on the inducing points, or
 for SKI on placeholder rows of the input dimension (:mod:`hdgp.io.rebuild`).
 """
@@ -24,7 +24,7 @@ import copy
 import torch
 
 from .._threads import thread_budget
-from ..estimators._input_summary import summarize_inputs
+from .._input_summary import summarize_inputs
 from ..inference.exact import ExactPosterior
 from ..inference.inducing import InducingPosterior
 from ..inference.ski import SKIPosterior

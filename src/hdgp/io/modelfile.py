@@ -53,7 +53,7 @@ Compatibility
 Files of a newer major ``format_version`` than :data:`FORMAT_VERSION` are refused with
 :class:`ModelFileError`; format 1.x files are read and converted (2.0 changed how the
 projected-additive kernel's scales are stored), and older minor versions are converted where
-a later minor changed what is stored (:func:`_upgrade_contents`). A newer minor version is read
+a later minor changed what is stored (:func:`~hdgp.io.upgrade.upgrade_contents`). A newer minor version is read
 with a :class:`~hdgp.exceptions.HDGPWarning`: it adds optional fields, which this version
 ignores, but it may also leave out what this version needs (see :data:`FORMAT_VERSION`).
 """
@@ -71,11 +71,13 @@ from pathlib import Path
 import torch
 from sklearn.base import BaseEstimator
 
+from .. import _version
 from ..exceptions import HDGPWarning
 from .atomic import write_bytes_atomic
 from .compact import compact_state, restore_state
 from .codec import StateDecoder, StateEncoder, UnsupportedStateError, _import_hdgp_class
 from .rebuild import load_state, module_slots, rebuild_module, slot_name
+from .upgrade import upgrade_contents
 
 __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "read_manifest"]
 
@@ -92,18 +94,18 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: what it stored, and a 2.3 reader mis-warps such a feature). 2.5 adds ``$splitter`` and ``$randomstate``
 #: nodes (a scikit-learn splitter as ``cv``, a ``RandomState`` as ``random_state``; a 2.4 reader refuses them).
 FORMAT_VERSION = (2, 5)
-#: Oldest major version this version reads (:func:`_upgrade_contents` converts older majors).
+#: Oldest major version this version reads (:func:`~hdgp.io.upgrade.upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
-#: Raw parameters of a ``ProjectedAdditiveGPRegressor``'s model that format 1.x stored as
-#: softplus⁻¹(value) and 2.0 stores as log(value).
-_SOFTPLUS_IN_1X = ("kernel.raw_outputscale", "kernel.base_kernel.raw_input_lengthscale",
-                   "kernel.base_kernel.raw_projection_lengthscale")
 _FORMAT_NAME = "hdgp-model"
 _MANIFEST = "manifest.json"
 _TENSORS = "tensors.pt"
 #: Largest manifest accepted (real ones are kilobytes; a decompression bomb is refused before it expands).
 _MAX_MANIFEST_BYTES = 64 * 2**20
 _MODEL_PREFIX = "model_state/"
+#: The class a file with a table section loads as. Named, as the manifest names its estimator
+#: class, so that this layer imports nothing from the workflow above it (which saves through
+#: the ``_to_model_file`` hook).
+_TABLE_MODEL = "hdgp.workflow.tabular.TabularModel"
 
 
 class ModelFileError(ValueError):
@@ -111,9 +113,7 @@ class ModelFileError(ValueError):
 
 
 def _library_version() -> str:
-    from .. import __version__
-
-    return __version__
+    return _version.__version__
 
 
 # ---------------------------------------------------------------------- saving
@@ -315,10 +315,8 @@ def load(path, *, device=None):
     """
     est, table, metadata = load_parts(path, device=device)
     if table is not None:
-        from ..workflow.tabular import TabularModel
-
         try:
-            return TabularModel._from_model_file(est, table, metadata)
+            return _import_hdgp_class(_TABLE_MODEL)._from_model_file(est, table, metadata)
         except Exception as exc:
             raise _damaged(path, f"cannot restore the table model: {exc}") from exc
     return est
@@ -381,7 +379,7 @@ def _load_parts(path, device):
         cls = _import_hdgp_class(spec["class"])
         if not issubclass(cls, BaseEstimator):  # the constructor runs: only estimators, never e.g. a ResultStore
             raise ValueError(f"{spec['class']!r} is not an hdgp estimator")
-        _upgrade_contents(manifest, cls, tensors)
+        upgrade_contents(manifest, cls, tensors)
         est = cls(**StateDecoder(tensors).decode(spec["params"]))
         target = _choose_device(est, path, device)
         first = StateDecoder(tensors, device=target)
@@ -421,46 +419,6 @@ def _load_parts(path, device):
     except Exception as exc:
         raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
     return est, table, metadata
-
-
-def _upgrade_contents(manifest: dict, cls, tensors: dict) -> None:
-    """Convert, in place, the manifest and stored values of a file whose encoding a later format
-    changed: a format-1.x projected-additive model's raw scales (softplus⁻¹(v) then, log(v)
-    now), and a SIGP model before 2.3, which stored its training inputs instead of the kernel
-    factor's pivot rows (the only rows prediction reads)."""
-    from ..estimators.projected import ProjectedAdditiveGPRegressor
-    from ..estimators.sigp import _SIGPBase
-
-    version = tuple(manifest["format_version"])
-    if version < (2, 3) and issubclass(cls, _SIGPBase):
-        _sigp_pivot_inputs(manifest["estimator"]["state"], tensors)
-    if version[0] >= 2 or not issubclass(cls, ProjectedAdditiveGPRegressor):
-        return
-    for slot in manifest["estimator"].get("modules") or []:
-        for name in _SOFTPLUS_IN_1X:
-            key = slot["state_dict_prefix"] + name
-            if key in tensors:
-                tensors[key] = torch.nn.functional.softplus(tensors[key]).log()
-
-
-def _sigp_pivot_inputs(state: dict, tensors: dict) -> None:
-    """Replace a stored SIGP model's ``X_train`` by its kernel factor's ``pivot_inputs`` (format 2.3)."""
-    def entries(node) -> list:  # the [key, value] pairs of a $dict node, or of an $object's state
-        return (node["state"] if "$object" in node else node)["$dict"]
-
-    model = dict(entries(state)).get("model_")
-    if model is None:  # not fitted
-        return
-    fields = entries(model)
-    X_train = dict(fields)["X_train"]["$tensor"]
-    fields[:] = [kv for kv in fields if kv[0] != "X_train"]
-    factor = entries(dict(fields)["factor"])
-    pivots = dict(factor)["pivots"]["$tensor"]
-    key = f"t{len(tensors)}"
-    while key in tensors:
-        key += "_"
-    tensors[key] = tensors[X_train][tensors[pivots]]
-    factor.append(["pivot_inputs", {"$tensor": key}])
 
 
 def _strip_modules(node):

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 import torch
 
+from ..estimators import BaseGPRegressor, GPClassifier
+from ..inference.variational import SVGPModel
+
 __all__ = ["load_state", "module_slots", "rebuild_module"]
 
 
@@ -59,8 +62,6 @@ def _rebuild_base_regressor(est, state_dict) -> torch.nn.Module:
 
 
 def _rebuild_gp_classifier(est, state_dict) -> torch.nn.Module:
-    from ..inference.variational import SVGPModel
-
     Z = state_dict["variational_strategy.inducing_points"].to(**est._torch_kwargs)
     natural = any(key.endswith("natural_vec") for key in state_dict)  # Adam/NGD-trained; L-BFGS: Cholesky q(v)
     return SVGPModel(est._make_kernel(Z), inducing_points=Z, likelihood="bernoulli",
@@ -72,14 +73,8 @@ def rebuild_module(est, attribute: str, index: int | None, state_dict: dict) -> 
     hook = getattr(est, "_rebuild_module", None)
     if hook is not None:
         return hook(attribute, index, state_dict)
-    from ..estimators import BaseGPRegressor
-
     if isinstance(est, BaseGPRegressor) and attribute == "model_" and index is None:
         return _rebuild_base_regressor(est, state_dict)
-    try:
-        from ..estimators.classifier import GPClassifier
-    except ImportError:  # pragma: no cover - family not installed
-        GPClassifier = ()
     if isinstance(est, GPClassifier) and attribute == "models_" and index is not None:
         return _rebuild_gp_classifier(est, state_dict)
     raise TypeError(f"{type(est).__name__} does not say how to rebuild its {slot_name(attribute, index)} "

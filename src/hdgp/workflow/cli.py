@@ -8,6 +8,7 @@ or, with ``--json``, as one JSON document.
 from __future__ import annotations
 
 import importlib.util
+import io
 import json
 import math
 import sys
@@ -17,7 +18,14 @@ from pathlib import Path
 import click
 import numpy as np
 
+from .._summary import learned_quantities
 from ..exceptions import HDGPWarning
+from ..io import ModelFileError, TableError, load, read_table, save
+from ..io.atomic import write_bytes_atomic
+from ..io.table import TABLE_FORMATS
+from .fitting import fit_table
+from .report import report_data, write_report
+from .tabular import TabularModel
 
 __all__ = ["fit", "predict", "explain"]
 
@@ -68,9 +76,6 @@ def _progress(quiet: bool):
 
 
 def _load_table_model(path):
-    from ..io import ModelFileError, load
-    from .tabular import TabularModel
-
     try:
         model = load(path)
     except ModelFileError as exc:
@@ -163,11 +168,6 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
       hdgp fit houses.parquet -t price --model oak --drop id --categorical zip
       hdgp fit cancer.csv -t diagnosis --model oak -o cancer.hdgp   # classification
     """
-    from ..io import TableError, read_table, save
-    from ..io.table import TABLE_FORMATS
-    from .fitting import fit_table
-    from .summary import learned_quantities
-
     out = Path(output)
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
@@ -267,10 +267,6 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
     Example:
       hdgp predict diabetes.hdgp new_patients.csv -o predictions.csv --id-column patient
     """
-    from ..io import TableError, read_table
-    from ..io.atomic import write_bytes_atomic
-    from ..io.table import TABLE_FORMATS
-
     out = Path(output)
     _output_ok(out, "predictions", tuple(TABLE_FORMATS), inputs=(data, model_file))
     kind = TABLE_FORMATS[out.suffix.lower()]
@@ -296,8 +292,6 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
     for note in notes:
         click.echo(f"Warning: {note}", err=True)
     if kind == "parquet":
-        import io
-
         buffer = io.BytesIO()
         table.to_parquet(buffer, index=False)
         payload = buffer.getvalue()
@@ -342,8 +336,6 @@ def explain(model_file, top, output, as_json, quiet):
     Example:
       hdgp explain diabetes.hdgp --top 10 -o report/   # then open report/report.html
     """
-    from .report import report_data, write_report
-
     tm = _load_table_model(model_file)
     _progress(quiet)(f"writing the report for {tm.metadata.get('model')} to {str(output).rstrip('/')}/")
     try:

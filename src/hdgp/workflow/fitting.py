@@ -5,131 +5,25 @@
 
 from __future__ import annotations
 
-import re
-import time
-import warnings
-
 import numpy as np
 import pandas as pd
-from sklearn.base import is_classifier
 from sklearn.model_selection import train_test_split
 
-from .. import metrics as _metrics
 from ..io.table import TASKS, TableError, TableSchema
-from ..presets import preset, presets
-from .classification import classifier_for, evaluate_classifier
+from .classification import evaluate_classifier
+from .estimation import (COVERAGE_LEVELS, evaluate, keep_levels_in_training, make_estimator,
+                         resolve_model, timed_fit)
+from .select import select
 from .tabular import TabularModel
 
 __all__ = ["fit_table", "make_estimator", "resolve_model", "evaluate", "COVERAGE_LEVELS", "MIN_TRAIN_ROWS"]
 
-#: Central-interval probabilities whose held-out coverage is reported.
-COVERAGE_LEVELS = (0.5, 0.9, 0.95)
 #: Fewest training rows ``fit_table`` accepts.
 MIN_TRAIN_ROWS = 5
 
 
 def _quiet(message: str) -> None:
     """Default progress sink: say nothing."""
-
-
-def _resolve_name(model: str) -> str:
-    names = {n.lower(): n for n in presets()}
-    key = model.lower()
-    if key in names:
-        return names[key]
-    raise ValueError(f"Unknown model {model!r}. Use 'auto' or one of: {', '.join(sorted(names.values()))}.")
-
-
-def resolve_model(model: str, schema: TableSchema) -> str:
-    """The preset fitted for ``model`` on the schema's task (e.g. ``oak`` on a class target: OAK-classifier).
-
-    Raises
-    ------
-    ValueError
-        Unknown name, or a regression-only model on a classification target (or the reverse).
-    """
-    name = _resolve_name(model)
-    classifier = is_classifier(preset(name))
-    if schema.task == "classification":
-        return classifier_for(name, is_classifier=classifier)
-    if classifier:
-        regression = sorted(n for n in presets() if not is_classifier(preset(n)))
-        raise ValueError(f"Model {name} is a classifier, but the target {schema.target!r} is fitted as regression "
-                         f"({schema.task_reason}). Use --task classification if its values are class labels, or a "
-                         f"regression model: auto, {', '.join(n.lower() for n in regression)}.")
-    return name
-
-
-def make_estimator(model: str, schema: TableSchema, *, params: dict | None = None, random_state=0,
-                   verbose: bool = False, strict: bool = True):
-    """A new estimator for preset ``model``, set up for the table's categorical columns.
-
-    Models with a ``categorical_features`` parameter (OAK) get integer-coded
-    categorical columns and their names; every other model gets one-hot columns
-    (``schema.encoding`` is set accordingly).
-
-    Parameters
-    ----------
-    params : dict, optional
-        Estimator parameters to override (e.g. ``{"max_iter": 50}``).
-    strict : bool, default=True
-        Raise on parameters the model does not have (otherwise skip them).
-    """
-    name = _resolve_name(model)
-    est = preset(name)
-    accepted = est.get_params(deep=False)
-    chosen = {"random_state": random_state} if "random_state" in accepted else {}
-    if verbose and "verbose" in accepted:
-        chosen["verbose"] = True
-    for key, value in (params or {}).items():
-        if key in accepted:
-            chosen[key] = value
-        elif strict:
-            raise ValueError(f"Model {name} has no parameter {key!r}. Its parameters: {', '.join(sorted(accepted))}.")
-    if isinstance(chosen.get("class_weight"), dict):
-        chosen["class_weight"] = _weights_by_code(chosen["class_weight"], schema.classes)
-    if "categorical_features" in accepted:
-        schema.encoding = "codes"
-        if schema.categorical:
-            chosen["categorical_features"] = list(schema.categorical)
-    else:
-        schema.encoding = "onehot"
-    return est.set_params(**chosen)
-
-
-def _weights_by_code(weights: dict, classes) -> dict:
-    """A ``class_weight`` dict keyed by the table's class labels, re-keyed by the codes 0..K-1 the
-    estimator is fitted to. A key matches a label equal to it or written the same (keys from
-    ``-p class_weight={...}`` are JSON strings, so ``"1"`` matches the label 1)."""
-    out = {}
-    for key, weight in weights.items():
-        code = next((i for i, c in enumerate(classes) if c == key or str(c) == str(key)), None)
-        if code is None:
-            raise ValueError(f"class_weight names class {key!r}, which is not a class of the target; "
-                             f"its classes are {', '.join(map(repr, classes))}.")
-        out[code] = weight
-    return out
-
-
-def evaluate(est, X, y) -> tuple[dict, np.ndarray, np.ndarray]:
-    """Held-out metrics in target units: RMSE, MAE, R², NLPD and interval coverage.
-
-    Returns
-    -------
-    metrics : dict
-    mean, std : ndarray
-    """
-    mean, std = est.predict(X, return_std=True)
-    y = np.asarray(y, float)
-    out = {
-        "rmse": _metrics.rmse(y, mean),
-        "mae": float(np.mean(np.abs(y - mean))),
-        "r2": _metrics.r2(y, mean) if np.ptp(y) > 0 else float("nan"),
-        "nlpd": _metrics.nlpd(y, mean, std),
-    }
-    for level in COVERAGE_LEVELS:
-        out[f"coverage_{round(100 * level)}"] = _metrics.interval_coverage(y, mean, std, level)
-    return out, mean, std
 
 
 def _target_summary(schema: TableSchema, y: np.ndarray) -> dict:
@@ -160,25 +54,6 @@ def _data_summary(frame: pd.DataFrame, schema: TableSchema, y: np.ndarray, n_tra
         features.append(entry)
     return {"n_rows": int(len(y)), "n_train": int(n_train), "n_test": int(n_test), "dropped": list(schema.dropped),
             "target": _target_summary(schema, y), "features": features}
-
-
-def _fit(est, X, y, classes=()):
-    """Fit; returns the seconds and the warnings. ``classes``: the labels of the codes 0..K-1 in
-    ``y``, which replace the codes in an estimator's "class <code>" error messages."""
-    start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        try:
-            est.fit(X, y)
-        except ValueError as exc:
-            if not classes:
-                raise
-            named = re.sub(r"\bclass (\d+)\b", lambda m: f"class {classes[int(m.group(1))]!r}"
-                           if int(m.group(1)) < len(classes) else m.group(0), str(exc))
-            if named == str(exc):
-                raise
-            raise ValueError(named) from exc
-    return time.perf_counter() - start, sorted({f"{w.category.__name__}: {w.message}" for w in caught})
 
 
 def _rare_class_error(exc: ValueError, name: str, schema: TableSchema, y, y_train) -> ValueError:
@@ -276,7 +151,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     train_idx, test_idx = _split(schema, y, test_size, random_state)
     if test_size > 0 and not len(test_idx):
         progress(f"--test-size {test_size:g} of {len(y)} rows holds out fewer than 2: no held-out evaluation")
-    train_idx, test_idx, moved = _keep_levels_in_training(schema, X_raw, train_idx, test_idx)
+    train_idx, test_idx, moved = keep_levels_in_training(schema, X_raw, train_idx, test_idx)
     if moved:
         progress(f"{moved} held-out row(s) with a category absent from the training rows moved to training "
                  "(the model has to know every level)"
@@ -285,16 +160,14 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
     selection = winner = None
     if name is None:
-        from .select import _select
-
-        name, selection, winner = _select(X_train, y_train, schema, params=params, random_state=random_state,
+        name, selection, winner = select(X_train, y_train, schema, params=params, random_state=random_state,
                                           progress=progress, candidates=None)
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     X_fit = schema.encode(X_train)
     try:
-        seconds, caught = _fit(est, X_fit, y_train, schema.classes)
+        seconds, caught = timed_fit(est, X_fit, y_train, schema.classes)
     except ValueError as exc:
         raise _rare_class_error(exc, name, schema, y, y_train) from exc
     if winner is not None and "warm_start" in winner.get_params():
@@ -340,7 +213,7 @@ def _fit_warm(est, X, y):
     if warm:
         est.set_params(warm_start=True)
     try:
-        return _fit(est, X, y)
+        return timed_fit(est, X, y)
     finally:
         if warm:
             est.set_params(warm_start=False)
@@ -351,9 +224,8 @@ def _refit_warm(est, winner, X, y, seconds, caught, progress):
     refitted on the same rows from where its validated fit ended (``warm_start``).
 
     On more rows a fresh start can end in a worse optimum than the one that was validated
-    (*ad hoc*: OAK, 200 features, validated on 192 rows at objective -0.81 per row, refitted
-    fresh on 240 rows at +1.25, held-out R² -0.12); both objectives are the penalised
-    negative log marginal likelihood per row of the same data, so they compare.
+    (an example: benchmarks/README.md, "Measurements behind defaults"); both objectives are the
+    penalised negative log marginal likelihood per row of the same data, so they compare.
     """
     winner.set_params(verbose=est.get_params()["verbose"])
     warm_seconds, warm_caught = _fit_warm(winner, X, y)
@@ -362,22 +234,6 @@ def _refit_warm(est, winner, X, y, seconds, caught, progress):
     if warm_loss < fresh_loss:
         est, caught = winner, warm_caught
     return est, seconds + warm_seconds, caught
-
-
-def _keep_levels_in_training(schema: TableSchema, X_raw: pd.DataFrame, train_idx, test_idx):
-    """Move held-out rows whose categorical value never occurs in the training rows to training.
-
-    A rare level that the random split puts only in the held-out part could not be
-    predicted (the model has no parameters for it). Returns the new index arrays and
-    how many rows moved.
-    """
-    unseen = np.zeros(len(test_idx), dtype=bool)
-    for c in schema.features:
-        if schema.kinds[c] == "categorical":
-            unseen |= ~X_raw[c].iloc[test_idx].isin(set(X_raw[c].iloc[train_idx])).to_numpy()
-    if not unseen.any():
-        return train_idx, test_idx, 0
-    return np.concatenate([train_idx, test_idx[unseen]]), test_idx[~unseen], int(unseen.sum())
 
 
 def _split(schema: TableSchema, y: np.ndarray, test_size: float, random_state) -> tuple[np.ndarray, np.ndarray]:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from .. import __version__
+from .._version import __version__
 from ..io.atomic import write_bytes_atomic
 from ..plotting import MAX_PLOT_ORDER, _pyplot, plot_components
 from .report_classification import accuracy_section, majority_class_rate, reliability_figure

@@ -14,11 +14,8 @@ Rule (documented in ``hdgp fit --help``):
    density (it rises by :math:`(r - 1 - \\log r)/2`). The score rewards accurate means
    and well-shaped uncertainty and, unlike the training marginal likelihood, is
    comparable across families (SIGP has none). Without the factor an accurate but
-   over-confident fit loses to an uninformative one: on 200 features (3 relevant) and
-   192 rows, RBF-ARD had validation RMSE 0.198 (SIGP 1.17, the target's std 1.2) but
-   log density -5.5 (SIGP -1.6), since maximum likelihood spent the irrelevant features
-   on interpolating the noise; calibrated, 0.27 (OAK 0.40, SIGP -1.58). Table
-   ``wide-200``, seed 0, of ``benchmarks/results/auto/auto_selection.md``.
+   over-confident fit loses to an uninformative one (table ``wide-200`` of
+   ``benchmarks/results/auto/auto_selection.md``).
 3. The winner is refitted on all training rows, from its generic start and (hdgp's GP
    regressors) from its validated fit (``warm_start``), keeping the better training
    objective; its predictive variances are multiplied by its validation factor
@@ -41,6 +38,7 @@ from sklearn.model_selection import train_test_split
 from ..io.table import TableError
 from ..presets import preset
 from .classification import classifier_candidates, evaluate_classifier
+from .estimation import evaluate, keep_levels_in_training, make_estimator, timed_fit
 
 __all__ = ["candidate_models", "select_model", "VALIDATION_FRACTION", "MIN_AUTO_ROWS"]
 
@@ -60,8 +58,6 @@ def candidate_models(n: int) -> list[str]:
 
 def _score(est, X, y, schema) -> dict:
     """Validation scores of a fitted candidate; ``score`` is maximised."""
-    from .fitting import evaluate
-
     if schema.task == "classification":
         scores, _ = evaluate_classifier(est, X, y, len(schema.classes))
         return {"score": -scores["log_loss"], "val_log_loss": scores["log_loss"], "val_accuracy": scores["accuracy"]}
@@ -137,15 +133,13 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
         candidate rejects (a candidate that fails for any other reason is reported in
         ``comparison`` and the others go on).
     """
-    name, rows, _ = _select(X, y, schema, params=params, random_state=random_state, progress=progress,
+    name, rows, _ = select(X, y, schema, params=params, random_state=random_state, progress=progress,
                             candidates=candidates)
     return name, rows
 
 
-def _select(X, y, schema, *, params, random_state, progress, candidates):
+def select(X, y, schema, *, params, random_state, progress, candidates):
     """:func:`select_model`, also returning the winner as fitted on the validation split's other rows."""
-    from .fitting import _fit, _keep_levels_in_training, make_estimator
-
     progress = progress or (lambda message: None)
     n = len(y)
     if n < MIN_AUTO_ROWS:
@@ -170,7 +164,7 @@ def _select(X, y, schema, *, params, random_state, progress, candidates):
     stratify = y if classify and np.bincount(y).min() >= 2 and min(n_val, n - n_val) >= n_classes else None
     fit_idx, val_idx = train_test_split(np.arange(n), test_size=VALIDATION_FRACTION, random_state=random_state,
                                         stratify=stratify)
-    fit_idx, val_idx, _ = _keep_levels_in_training(schema, X, fit_idx, val_idx)
+    fit_idx, val_idx, _ = keep_levels_in_training(schema, X, fit_idx, val_idx)
     keys = (("val_log_loss", "val_accuracy") if classify else
             ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
     rows, fitted = [], {}
@@ -180,7 +174,7 @@ def _select(X, y, schema, *, params, random_state, progress, candidates):
         score = None
         try:
             est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
-            row["fit_seconds"], _ = _fit(est, schema.encode(X.iloc[fit_idx]), y[fit_idx],
+            row["fit_seconds"], _ = timed_fit(est, schema.encode(X.iloc[fit_idx]), y[fit_idx],
                                          schema.classes if classify else ())
             scores = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)
             score = scores.pop("score")

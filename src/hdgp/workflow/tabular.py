@@ -12,9 +12,10 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from ..io.modelfile import save
 from ..io.table import TableError, TableSchema
 from .classification import predict_proba_codes, proba_columns, proba_frame
-from .summary import summarize
+from .._summary import summarize
 
 __all__ = ["TabularModel", "predict_frame"]
 
@@ -101,8 +102,6 @@ class TabularModel:
 
     def save(self, path):
         """Write to ``path`` (see :func:`hdgp.save`)."""
-        from ..io.modelfile import save
-
         return save(self, path)
 
     # ------------------------------------------------------------- predict

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ._base import as_float64
+from ._arrays import as_float64
 
 __all__ = ["HISTOGRAM_BINS", "input_summary", "summarize_inputs"]
 
