@@ -104,8 +104,10 @@ def test_dataframe_with_categorical_and_binary_columns():
     assert [t.get_text() for t in member.get_xticklabels()] == ["0", "1"] and len(member.patches) == 2
     two_rows = df.iloc[:2].assign(member=[0, 1])
     np.testing.assert_allclose([b.get_height() for b in member.patches], est.predict_component(two_rows, "member"))
-    # a continuous × discrete interaction: one curve per level
-    assert sorted(line.get_label() for line in age_member.lines) == ["member=0", "member=1"]
+    # a continuous × discrete interaction: one curve per level (unlabelled lines, matplotlib's
+    # "_"-prefixed labels, are the ±2σ band edges and the rug)
+    assert sorted(line.get_label() for line in age_member.lines if not line.get_label().startswith("_")) \
+        == ["member=0", "member=1"]
     assert age.get_ylabel() == "effect on y"
     [age_hist] = [ax for ax in fig.axes[4:] if ax.patches and ax.bbox.bounds == age.bbox.bounds]
     [steps] = age_hist.patches  # training histogram behind the curve, over the training range in years

@@ -21,7 +21,7 @@ import numpy as np
 from .._summary import learned_quantities
 from ..exceptions import HDGPWarning
 from ..io import ModelFileError, TableError, load, read_table, save
-from ..io.atomic import write_bytes_atomic
+from ..io import atomic
 from ..io.table import TABLE_FORMATS
 from .fitting import fit_table
 from .report import report_data, write_report
@@ -298,7 +298,7 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
     else:
         payload = table.to_csv(index=False, sep="\t" if kind == "tsv" else ",").encode("utf-8")
     try:
-        write_bytes_atomic(out, payload)
+        atomic.write_bytes_atomic(out, payload)
     except OSError as exc:  # disk full, no permission
         _fail(exc)
     if as_json:

@@ -22,7 +22,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from .._version import __version__
-from ..io.atomic import write_bytes_atomic
+from ..io import atomic
 from ..plotting import MAX_PLOT_ORDER, _pyplot, plot_components
 from .report_classification import accuracy_section, majority_class_rate, reliability_figure
 from .summary import format_lengthscale, learned_quantities
@@ -491,8 +491,8 @@ def write_report(tm, output_dir, *, top: int = 10, title: str | None = None) -> 
         raise NotADirectoryError(f"{out} exists and is not a folder; choose another -o for the report.")
     out.mkdir(parents=True, exist_ok=True)
     for name, png in figures.items():
-        write_bytes_atomic(out / name, png)
-    write_bytes_atomic(out / "report.html", page.encode("utf-8"))
+        atomic.write_bytes_atomic(out / name, png)
+    atomic.write_bytes_atomic(out / "report.html", page.encode("utf-8"))
     for stale in out.glob("*.png"):
         if _FIGURE_NAME.fullmatch(stale.name) and stale.name not in figures:
             stale.unlink()

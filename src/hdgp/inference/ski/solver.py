@@ -39,6 +39,9 @@ def _settings(num_probes: int, max_cg: int, tol: float) -> ExitStack:
         linear_operator.settings.min_preconditioning_size(1),
         linear_operator.settings.max_preconditioner_size(0),  # never the generic pivoted Cholesky
         linear_operator.settings.max_cholesky_size(0),  # iterative at every n (no dense SKI matrix)
+        # CG and stochastic Lanczos whatever the process-wide defaults say (importing BoTorch turns
+        # linear_operator's fast log-prob and solves off, which would factorise the dense SKI matrix)
+        linear_operator.settings.fast_computations(covar_root_decomposition=True, log_prob=True, solves=True),
     ):
         stack.enter_context(ctx)
     return stack
