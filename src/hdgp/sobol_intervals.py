@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from .explain import SobolResult
 from .kernels.additive_kernel import AdditiveKernel
 from .kernels.feature_stack import FeatureStackKernel
 from .kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
@@ -110,8 +109,9 @@ class SobolIntervals:
         }
 
 
-def important_terms(result: SobolResult, threshold: float = 0.99) -> list:
-    """Terms that matter: the shortest ranked prefix reaching ``threshold`` of the variance, plus every
+def important_terms(result, threshold: float = 0.99) -> list:
+    """Terms that matter in a :class:`hdgp.explain.SobolResult`: the shortest ranked prefix reaching
+    ``threshold`` of the variance, plus every
     enumerated first-order term (their order in ``result`` kept). The full list is ``result.terms``."""
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}.")
@@ -163,7 +163,7 @@ def measure_points(kernel: AdditiveKernel, n_points: int, seed: int = 0) -> torc
 
 # ------------------------------------------------------------------ posterior samples
 @torch.no_grad()
-def sobol_samples(posterior, result: SobolResult, terms, *, n_samples: int = 1000, n_points: int = 128,
+def sobol_samples(posterior, result, terms, *, n_samples: int = 1000, n_points: int = 128,
                   seed: int = 0, normalise: bool = True) -> torch.Tensor:
     r"""Posterior samples of the normalised Sobol indices of ``terms``, shape (n_samples, len(terms)).
 

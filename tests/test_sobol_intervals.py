@@ -1,0 +1,168 @@
+"""Credible intervals of Sobol indices (hdgp.sobol_intervals): the sampler against the closed-form posterior
+expectation, the quadrature points against their measures, coverage on a table with a known FANOVA
+decomposition, shrinking with n, the ranking summaries, bad input."""
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from hdgp import explain
+from hdgp.estimators.oak import OAKRegressor
+from hdgp.kernels.orthogonal_kernel import ConstrainedCategoricalKernel
+from hdgp.measures import MixtureMeasure
+from hdgp.kernels.orthogonal_kernel import ConstrainedSEKernel
+from hdgp.kernels.additive_kernel import AdditiveKernel
+from hdgp.kernels.feature_stack import FeatureStackKernel
+from hdgp.sobol_intervals import important_terms, measure_points, sobol_intervals, sobol_samples
+
+A, B, C, NOISE = 1.0, 1.5, 0.8, 0.3
+TERMS = [(0,), (1,), (0, 2)]
+
+
+def _draw(n, rng):
+    X = rng.standard_normal((n, 3))
+    return X, A * X[:, 0] + B * np.sin(X[:, 1]) + C * X[:, 0] * X[:, 2] + NOISE * rng.standard_normal(n)
+
+
+def _shares_under_fitted_measure(X) -> dict:
+    """True FANOVA shares of f under OAK's fitted measure N(mean(X), std(X)^2) (flow=False), closed form:
+    x0 x2 = (m0 + s0 z0)(m2 + s2 z2) leaks c m2 s0 z0 and c m0 s2 z2 into the first-order terms."""
+    m, s = X.mean(0), X.std(0)
+    var_sin = (1 - np.cos(2 * m[1]) * np.exp(-2 * s[1] ** 2)) / 2 - (np.sin(m[1]) * np.exp(-s[1] ** 2 / 2)) ** 2
+    v = {(0,): (A + C * m[2]) ** 2 * s[0] ** 2, (1,): B**2 * var_sin, (2,): (C * m[0]) ** 2 * s[2] ** 2,
+         (0, 2): C**2 * s[0] ** 2 * s[2] ** 2}
+    total = sum(v.values())
+    return {u: x / total for u, x in v.items()}
+
+
+def _fit(X, y, **params):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return OAKRegressor(max_order=2, flow=False, **params).fit(X, y)
+
+
+@pytest.fixture(scope="module")
+def fitted():
+    X, y = _draw(80, np.random.default_rng(5))
+    return _fit(X, y), X, y
+
+
+def _diag_integral(kernel, i, nodes=80):
+    """int k~_i(x, x) dp_i(x) by Gauss-Hermite quadrature (the measure is one Gaussian here)."""
+    t, w = np.polynomial.hermite_e.hermegauss(nodes)
+    meas = kernel.base_kernel.measure
+    X = torch.zeros(nodes, kernel.num_dims, dtype=torch.float64)
+    X[:, i] = torch.as_tensor(meas.locations[i, 0].item() + meas.scales[i, 0].item() * t)
+    return float((kernel.base_matrices(X, X, diag=True)[i].numpy() * w / w.sum()).sum())
+
+
+def test_monte_carlo_mean_matches_closed_form_expectation(fitted):
+    # E[S_u | y] = R_u + s2 prod_i int k~_i(x,x) dp_i - s2^2 tr(A^-1 (.)_i L_i)   (exact posterior)
+    est = fitted[0]
+    post, res, kernel = est.posterior_, est.sobol_, est.kernel_
+    A_inv = torch.cholesky_inverse(post.L)
+    L = explain.sobol_matrices(kernel, post.X)
+    n_samples = 4000
+    S = sobol_samples(post, res, TERMS, n_samples=n_samples, n_points=128, normalise=False, seed=3).numpy()
+    for k, u in enumerate(TERMS):
+        s2 = float(kernel.order_variances[len(u)])
+        R_u = float(res.values[res.terms.index(u)]) * res.total
+        expected = R_u + s2 * np.prod([_diag_integral(kernel, i) for i in u]) \
+            - s2**2 * float((A_inv * L[list(u)].prod(0)).sum())
+        assert expected > R_u  # the posterior's own spread adds variance
+        se = S[:, k].std() / np.sqrt(n_samples)
+        # Monte-Carlo error (4 standard errors) plus the quadrature's, which the M = 512 check bounds
+        assert abs(S[:, k].mean() - expected) < 4 * se + 2e-3 * expected
+
+
+def test_shares_are_normalised_and_rest_carries_the_remainder(fitted):
+    est = fitted[0]
+    S = sobol_samples(est.posterior_, est.sobol_, TERMS, n_samples=200, normalise=False).numpy()
+    shares = sobol_samples(est.posterior_, est.sobol_, TERMS, n_samples=200).numpy()
+    np.testing.assert_allclose(shares, S[:, :-1] / S.sum(1, keepdims=True), rtol=1e-10)
+    assert (S >= 0).all() and (shares.sum(1) <= 1 + 1e-12).all()
+
+
+def test_measure_points_follow_the_measures():
+    gauss = MixtureMeasure([[1.0, -2.0], [0.5, 0.5]], [[0.5, 0.3], [2.0, 2.0]], [[0.3, 0.7], [1.0, 0.0]])
+    cat = ConstrainedCategoricalKernel([0.2, 0.5, 0.3])
+    kernel = AdditiveKernel(FeatureStackKernel([ConstrainedSEKernel(gauss), cat], [[0, 2], [1]]), num_dims=3)
+    Q = measure_points(kernel, 4096, seed=1).numpy()
+    # feature 0: mixture 0.3 N(1, .25) + 0.7 N(-2, .09); feature 2: N(0.5, 4); feature 1: levels 0.2/0.5/0.3
+    mean0 = 0.3 * 1.0 + 0.7 * -2.0
+    var0 = 0.3 * (0.25 + 1.0) + 0.7 * (0.09 + 4.0) - mean0**2
+    assert Q[:, 0].mean() == pytest.approx(mean0, abs=0.02) and Q[:, 0].var() == pytest.approx(var0, rel=0.02)
+    assert Q[:, 2].mean() == pytest.approx(0.5, abs=0.02) and Q[:, 2].std() == pytest.approx(2.0, rel=0.02)
+    assert np.bincount(Q[:, 1].astype(int), minlength=3) / 4096 == pytest.approx([0.2, 0.5, 0.3], abs=0.01)
+
+
+def test_ranking_summaries_are_consistent(fitted):
+    r = sobol_intervals(fitted[0], max_terms=6, top_k=3, n_samples=500)
+    assert r.in_top_k.sum() == pytest.approx(3)  # each sample has exactly three terms in its top three
+    lead = np.argsort(-r.estimate)[:3]
+    assert r.rank_stable <= r.keeps_rank[lead].min() + 1e-12
+    assert ((r.lower <= r.mean) & (r.mean <= r.upper)).all()
+    data = r.to_dict()
+    assert [t["term"] for t in data["terms"]] == [list(n) for n in r.names] and data["level"] == 0.9
+    assert r.names[0] == tuple(fitted[0].feature_names()[i] for i in r.terms[0])
+
+
+def test_intervals_shrink_with_n():
+    rng = np.random.default_rng(11)
+    widths = []
+    for n in (60, 400):
+        X, y = _draw(n, rng)
+        r = sobol_intervals(_fit(X, y), terms=TERMS, n_samples=500)
+        widths.append(float(np.mean(r.upper - r.lower)))
+    assert widths[1] < 0.6 * widths[0]
+
+
+def test_coverage_of_the_known_decomposition_at_the_nominal_rate():
+    # 24 tables of 100 rows, warm-started fits; 90 % intervals of the three true terms against their shares
+    # under the model's own input measure. 72 intervals: the binomial sd of the hit rate at 0.9 is 0.035.
+    # Fixed hyper-parameters and the unbounded x0 x2 (the GP reverts to its prior in the measure's tails)
+    # make the posterior intervals undercover (benchmarks/results/sobol-intervals: about 0.7); the bootstrap
+    # over refits is the honest one and is checked here, 5 refits each.
+    rng = np.random.default_rng(2024)
+    est = OAKRegressor(max_order=2, flow=False, warm_start=True)
+    hits = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for rep in range(12):
+            X, y = _draw(100, rng)
+            est.fit(X, y)
+            r = sobol_intervals(est, terms=TERMS, method="bootstrap", X=X, y=y, n_boot=5, n_samples=500,
+                                random_state=rep)
+            truth = _shares_under_fitted_measure(X)
+            hits += [lo <= truth[u] <= hi for u, lo, hi in zip(r.terms, r.lower, r.upper)]
+    rate = np.mean(hits)
+    assert rate >= 0.9 - 3 * np.sqrt(0.09 / len(hits)), rate
+
+
+def test_important_terms_hold_the_prefix_and_every_first_order_term(fitted):
+    res = fitted[0].sobol_
+    kept = important_terms(res, 0.9)
+    prefix = explain.select_terms(res, 0.9)
+    assert kept[:len(prefix)] == prefix or set(prefix) <= set(kept)
+    assert {u for u in res.terms if len(u) == 1} <= set(kept)
+    assert set(kept) <= set(res.terms) and len(kept) < len(res.terms)
+    with pytest.raises(ValueError, match="threshold"):
+        important_terms(res, 0.0)
+
+
+def test_bad_input_is_refused(fitted):
+    est, X, y = fitted
+    with pytest.raises(ValueError, match="method"):
+        sobol_intervals(est, method="laplace")
+    with pytest.raises(ValueError, match="level"):
+        sobol_intervals(est, level=1.0)
+    with pytest.raises(ValueError, match="pass the training X and y"):
+        sobol_intervals(est, method="bootstrap")
+    with pytest.raises(ValueError, match="n_points"):
+        sobol_intervals(est, n_points=1)
+    with pytest.raises(ValueError, match="no Sobol index"):
+        sobol_samples(est.posterior_, est.sobol_, [(0, 1, 2)])
+    with pytest.raises(TypeError, match="no Sobol indices"):
+        sobol_intervals(object())
