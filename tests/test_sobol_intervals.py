@@ -15,7 +15,7 @@ from hdgp.measures import MixtureMeasure
 from hdgp.kernels.orthogonal_kernel import ConstrainedSEKernel
 from hdgp.kernels.additive_kernel import AdditiveKernel
 from hdgp.kernels.feature_stack import FeatureStackKernel
-from hdgp.sobol_intervals import important_terms, measure_points, sobol_intervals, sobol_samples
+from hdgp.sobol_intervals import important_terms, measure_points, sobol_index_dict, sobol_intervals, sobol_samples
 
 A, B, C, NOISE = 1.0, 1.5, 0.8, 0.3
 TERMS = [(0,), (1,), (0, 2)]
@@ -150,6 +150,12 @@ def test_important_terms_hold_the_prefix_and_every_first_order_term(fitted):
     assert set(kept) <= set(res.terms) and len(kept) < len(res.terms)
     with pytest.raises(ValueError, match="threshold"):
         important_terms(res, 0.0)
+    names = fitted[0].feature_names()
+    full = sobol_index_dict(res, names, full=True)
+    assert full == fitted[0].sobol_indices_  # the full list is today's sobol_indices_
+    short = sobol_index_dict(res, names, 0.9)
+    assert list(short) == [k for k in full if k in short] and len(short) == len(kept)
+    assert sum(short.values()) >= 0.9 - 1e-12
 
 
 def test_bad_input_is_refused(fitted):

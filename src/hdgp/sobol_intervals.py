@@ -49,7 +49,7 @@ from .kernels.feature_stack import FeatureStackKernel
 from .kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
 from .linalg import robust_cholesky
 
-__all__ = ["SobolIntervals", "sobol_intervals", "sobol_samples", "measure_points", "important_terms"]
+__all__ = ["SobolIntervals", "sobol_intervals", "sobol_samples", "measure_points", "important_terms", "sobol_index_dict"]
 
 _METHODS = ("posterior", "bootstrap")
 
@@ -119,6 +119,13 @@ def important_terms(result, threshold: float = 0.99) -> list:
     reached = torch.nonzero(cum >= threshold - 1e-12)
     k = int(reached[0]) + 1 if len(reached) else len(result.terms)
     return [u for i, u in enumerate(result.terms) if i < k or len(u) == 1]
+
+
+def sobol_index_dict(result, names, threshold: float = 0.99, *, full: bool = False) -> dict:
+    """``{(feature name, ...): normalised Sobol index}`` in ranked order: the :func:`important_terms`, or every
+    enumerated term with ``full=True`` (the form of an OAK model's ``sobol_indices_``)."""
+    kept = set(result.terms if full else important_terms(result, threshold))
+    return {tuple(names[i] for i in u): float(v) for u, v in zip(result.terms, result.values.tolist()) if u in kept}
 
 
 # ------------------------------------------------------------------ quadrature points of p
