@@ -8,6 +8,7 @@ its rank or stays among the top three, and the share in which the top three keep
 from __future__ import annotations
 
 import html
+import weakref
 
 from ..sobol_intervals import sobol_intervals
 
@@ -24,8 +25,30 @@ N_SAMPLES, N_POINTS = 1000, 64
 MAX_SUPPORT = 4000
 
 
+#: The last results per estimator (``hdgp explain --json`` builds the page and the JSON from one model),
+#: keyed by ``top`` and the fitted posteriors themselves so that a refit is never served old results.
+_CACHE: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
 def interval_results(est, explained, top: int) -> list:
     """One :class:`~hdgp.sobol_intervals.SobolIntervals` per entry of ``explained`` (None where skipped)."""
+    posteriors = [getattr(est, "posterior_", None), *getattr(est, "posteriors_", ())]
+    try:
+        cached = _CACHE.get(est)
+    except TypeError:  # not weakly referable
+        cached = None
+    if (cached is not None and cached[0] == top and len(cached[1]) == len(posteriors)
+            and all(a is b for a, b in zip(cached[1], posteriors))):
+        return cached[2]
+    out = _compute(est, explained, top)
+    try:
+        _CACHE[est] = (top, posteriors, out)
+    except TypeError:
+        pass
+    return out
+
+
+def _compute(est, explained, top: int) -> list:
     out = []
     for index, entry in enumerate(explained):
         posteriors = getattr(est, "posteriors_", None)
