@@ -26,17 +26,6 @@ def _draw(n, rng):
     return X, A * X[:, 0] + B * np.sin(X[:, 1]) + C * X[:, 0] * X[:, 2] + NOISE * rng.standard_normal(n)
 
 
-def _shares_under_fitted_measure(X) -> dict:
-    """True FANOVA shares of f under OAK's fitted measure N(mean(X), std(X)^2) (flow=False), closed form:
-    x0 x2 = (m0 + s0 z0)(m2 + s2 z2) leaks c m2 s0 z0 and c m0 s2 z2 into the first-order terms."""
-    m, s = X.mean(0), X.std(0)
-    var_sin = (1 - np.cos(2 * m[1]) * np.exp(-2 * s[1] ** 2)) / 2 - (np.sin(m[1]) * np.exp(-s[1] ** 2 / 2)) ** 2
-    v = {(0,): (A + C * m[2]) ** 2 * s[0] ** 2, (1,): B**2 * var_sin, (2,): (C * m[0]) ** 2 * s[2] ** 2,
-         (0, 2): C**2 * s[0] ** 2 * s[2] ** 2}
-    total = sum(v.values())
-    return {u: x / total for u, x in v.items()}
-
-
 def _fit(X, y, **params):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -119,26 +108,48 @@ def test_intervals_shrink_with_n():
     assert widths[1] < 0.6 * widths[0]
 
 
+def _draw_bounded(n, rng):
+    X = rng.standard_normal((n, 3))
+    f = np.sin(X[:, 0]) + 2 * (np.cos(X[:, 1]) - np.exp(-0.5)) + 1.5 * np.sin(X[:, 0]) * np.sin(X[:, 2])
+    return X, f + NOISE * rng.standard_normal(n)
+
+
+def _bounded_shares_under_fitted_measure(X) -> dict:
+    """Shares of the bounded f under N(mean(X), std(X)^2): with e_j = E sin x_j, sin x0 sin x2 =
+    (e0 + d0)(e2 + d2) leaks 1.5 e2 d0 and 1.5 e0 d2 into the first-order terms."""
+    m, s = X.mean(0), X.std(0)
+    e = np.sin(m) * np.exp(-s**2 / 2)
+    var_sin = (1 - np.cos(2 * m) * np.exp(-2 * s**2)) / 2 - e**2
+    var_cos = (1 + np.cos(2 * m) * np.exp(-2 * s**2)) / 2 - (np.cos(m) * np.exp(-s**2 / 2)) ** 2
+    v = {(0,): (1 + 1.5 * e[2]) ** 2 * var_sin[0], (1,): 4 * var_cos[1], (2,): (1.5 * e[0]) ** 2 * var_sin[2],
+         (0, 2): 1.5**2 * var_sin[0] * var_sin[2]}
+    total = sum(v.values())
+    return {u: x / total for u, x in v.items()}
+
+
 def test_coverage_of_the_known_decomposition_at_the_nominal_rate():
-    # 24 tables of 100 rows, warm-started fits; 90 % intervals of the three true terms against their shares
-    # under the model's own input measure. 72 intervals: the binomial sd of the hit rate at 0.9 is 0.035.
-    # Fixed hyper-parameters and the unbounded x0 x2 (the GP reverts to its prior in the measure's tails)
-    # make the posterior intervals undercover (benchmarks/results/sobol-intervals: about 0.7); the bootstrap
-    # over refits is the honest one and is checked here, 5 refits each.
+    # f = sin x0 + 2 (cos x1 - e^{-1/2}) + 1.5 sin x0 sin x2: 16 tables of 200 rows, warm-started fits; the 50 %
+    # and 90 % posterior intervals of the three true terms against their shares under the model's own input
+    # measure (what the posterior method estimates: it holds the measure and the hyper-parameters at their
+    # fitted values). 48 intervals per level: binomial sd of the hit rate 0.072 at 50 %, 0.043 at 90 %; the
+    # bounds are 3 sd. benchmarks/results/sobol-intervals records the coverage over 120 intervals, and the
+    # undercoverage with an unbounded interaction (x0 x2) or against the shares under the true N(0, I).
     rng = np.random.default_rng(2024)
     est = OAKRegressor(max_order=2, flow=False, warm_start=True)
-    hits = []
+    hits = {0.5: [], 0.9: []}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for rep in range(12):
-            X, y = _draw(100, rng)
+        for rep in range(16):
+            X, y = _draw_bounded(200, rng)
             est.fit(X, y)
-            r = sobol_intervals(est, terms=TERMS, method="bootstrap", X=X, y=y, n_boot=5, n_samples=500,
-                                random_state=rep)
-            truth = _shares_under_fitted_measure(X)
-            hits += [lo <= truth[u] <= hi for u, lo, hi in zip(r.terms, r.lower, r.upper)]
-    rate = np.mean(hits)
-    assert rate >= 0.9 - 3 * np.sqrt(0.09 / len(hits)), rate
+            r = sobol_intervals(est, terms=TERMS, n_samples=1000, random_state=rep)
+            truth = np.array([_bounded_shares_under_fitted_measure(X)[u] for u in TERMS])
+            for level in hits:
+                lo, hi = np.quantile(r.samples, [(1 - level) / 2, (1 + level) / 2], axis=0)
+                hits[level] += list((lo <= truth) & (truth <= hi))
+    for level, h in hits.items():
+        sd = np.sqrt(level * (1 - level) / len(h))
+        assert abs(np.mean(h) - level) <= 3 * sd, (level, np.mean(h))
 
 
 def test_important_terms_hold_the_prefix_and_every_first_order_term(fitted):
