@@ -183,3 +183,33 @@ def test_bad_input_is_refused(fitted):
         sobol_samples(est.posterior_, est.sobol_, [(0, 1, 2)])
     with pytest.raises(TypeError, match="no Sobol indices"):
         sobol_intervals(object())
+
+
+def test_inducing_posterior_matches_its_closed_form_expectation():
+    # SGPR: E[S_u | y] = R_u + s2 prod int k~_i(x,x) dp_i - s2^2 tr(K_uu^-1 L_u) + s2^2 tr(K_uu^-1 S K_uu^-1 L_u),
+    # K_uu^-1 S K_uu^-1 = L_uu^-T M^T M L_uu^-1 (hdgp.inference.inducing.InducingPosterior.summand)
+    X, y = _draw(150, np.random.default_rng(8))
+    est = _fit(X, y, inference="sparse", n_inducing=40)
+    post, res, kernel = est.posterior_, est.sobol_, est.kernel_
+    Luu = post.L_uu
+    Kinv = torch.cholesky_inverse(Luu)
+    W = torch.linalg.solve_triangular(Luu, torch.eye(len(Luu), dtype=Luu.dtype), upper=False)  # L_uu^-1
+    middle = W.T @ post.var_factor.T @ post.var_factor @ W
+    L = explain.sobol_matrices(kernel, post.X)
+    S = sobol_samples(post, res, TERMS, n_samples=4000, n_points=128, normalise=False, seed=5).numpy()
+    for k, u in enumerate(TERMS):
+        s2 = float(kernel.order_variances[len(u)])
+        Lu = L[list(u)].prod(0)
+        R_u = float(res.values[res.terms.index(u)]) * res.total
+        expected = R_u + s2 * np.prod([_diag_integral(kernel, i) for i in u]) \
+            - s2**2 * float((Kinv * Lu).sum()) + s2**2 * float((middle * Lu).sum())
+        se = S[:, k].std() / np.sqrt(4000)
+        assert abs(S[:, k].mean() - expected) < 4 * se + 2e-3 * expected
+
+
+def test_a_float32_model_is_explained_in_float64():
+    X, y = _draw(80, np.random.default_rng(5))
+    est32 = _fit(X, y, dtype="float32")
+    r = sobol_intervals(est32, terms=TERMS, n_samples=300)
+    assert r.samples.dtype == np.float64 and np.isfinite(r.samples).all()
+    assert ((r.lower <= r.estimate + 0.02) & (r.estimate - 0.02 <= r.upper)).all()
