@@ -181,6 +181,8 @@ def test_bad_input_is_refused(fitted):
         sobol_intervals(est, n_points=1)
     with pytest.raises(ValueError, match="no Sobol index"):
         sobol_samples(est.posterior_, est.sobol_, [(0, 1, 2)])
+    with pytest.raises(ValueError, match="repeat"):
+        sobol_samples(est.posterior_, est.sobol_, [(0,), (0,)])
     with pytest.raises(TypeError, match="no Sobol indices"):
         sobol_intervals(object())
 
@@ -213,3 +215,17 @@ def test_a_float32_model_is_explained_in_float64():
     r = sobol_intervals(est32, terms=TERMS, n_samples=300)
     assert r.samples.dtype == np.float64 and np.isfinite(r.samples).all()
     assert ((r.lower <= r.estimate + 0.02) & (r.estimate - 0.02 <= r.upper)).all()
+
+
+def test_a_variance_scale_widens_the_intervals(fitted):
+    import copy
+
+    post = fitted[0].posterior_
+    scaled = copy.copy(post)
+    scaled.variance_scale = 4.0 * post.variance_scale
+    width = [np.subtract(*np.quantile(sobol_samples(p, fitted[0].sobol_, TERMS, n_samples=2000, seed=1).numpy(),
+                                      [0.95, 0.05], axis=0)) for p in (post, scaled)]
+    assert (width[1] > 1.5 * width[0]).all()
+    # the order of a term's features does not matter
+    np.testing.assert_array_equal(sobol_samples(post, fitted[0].sobol_, [(2, 0)], n_samples=50).numpy(),
+                                  sobol_samples(post, fitted[0].sobol_, [(0, 2)], n_samples=50).numpy())

@@ -179,8 +179,8 @@ def sobol_samples(posterior, result, terms, *, n_samples: int = 1000, n_points: 
 
     Each sample is :math:`\tilde S_u = S_u / (\sum_{v \in \text{terms}} S_v + S_\text{rest})` with
     :math:`S_u = R_u + \frac1M\sum_m (2 m_u e_u + e_u^2)(x_m)` (module docstring), :math:`R_u` from
-    ``result`` and :math:`R_\text{rest}` = total minus the terms' :math:`R_u`; ``(M,)`` points of
-    :func:`measure_points`. The posterior covariance of the stacked component values has
+    ``result``, :math:`R_\text{rest}` = total minus the terms' :math:`R_u`, and the :math:`M` =
+    ``n_points`` points of :func:`measure_points`. The posterior covariance of the stacked component values has
     :math:`(|\text{terms}| + 1) M` rows, so its Cholesky factor costs
     :math:`O(((|\text{terms}| + 1) M)^3)`.
     """
@@ -189,9 +189,11 @@ def sobol_samples(posterior, result, terms, *, n_samples: int = 1000, n_points: 
         raise TypeError("Sobol samples need a posterior whose kernel is an OAK AdditiveKernel.")
     if isinstance(n_samples, bool) or not isinstance(n_samples, (int, np.integer)) or n_samples < 2:
         raise ValueError(f"n_samples must be an integer >= 2, got {n_samples!r}.")
-    terms = [tuple(int(i) for i in u) for u in terms]
+    terms = [tuple(sorted(int(i) for i in u)) for u in terms]
     if not terms:
         raise ValueError("terms must name at least one term.")
+    if len(set(terms)) < len(terms):
+        raise ValueError(f"terms must not repeat a term, got {terms}.")
     position = {u: i for i, u in enumerate(result.terms)}
     missing = [u for u in terms if u not in position]
     if missing:
@@ -199,9 +201,11 @@ def sobol_samples(posterior, result, terms, *, n_samples: int = 1000, n_points: 
     X = posterior.X
     dtype = torch.float64
     if X.dtype != dtype:  # a float32 model is explained in float64, as compute_sobol does
+        scale = posterior.variance_scale  # an attribute, not a dataclass field: replace() would drop it
         posterior = dataclasses.replace(posterior, kernel=copy.deepcopy(kernel).double(), **{
             f.name: getattr(posterior, f.name).to(dtype) for f in dataclasses.fields(posterior)
             if isinstance(getattr(posterior, f.name), torch.Tensor)})
+        posterior.variance_scale = scale
         kernel, X = posterior.kernel, posterior.X
     Q = measure_points(kernel, n_points, seed).to(X)
     var = kernel.order_variances.to(X)
