@@ -31,7 +31,13 @@ all other components (``rest``) at :math:`M` scrambled-Sobol points :math:`x_m` 
 exact and only the sample's deviation is integrated by quadrature. This holds the hyper-parameters
 at their fitted values. ``method="bootstrap"`` adds their uncertainty: it refits the model on
 resampled rows (warm-started from the fitted hyper-parameters) and pools the posterior samples of
-every refit.
+every refit; the flow, the input measure and the hyper-parameters are refitted each time.
+
+The two estimate different things. The posterior intervals are for the model's own indices, under the
+input measure fitted to the training rows; the bootstrap's for the shares under the distribution the rows
+were drawn from, which a new sample of rows would estimate differently. The posterior method is the
+default: it needs no training data (a saved model suffices) and costs one Cholesky factor instead of
+``n_boot`` fits. Coverage of both: ``benchmarks/results/sobol-intervals``.
 """
 
 from __future__ import annotations

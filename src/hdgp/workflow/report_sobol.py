@@ -74,9 +74,11 @@ def interval_section(results, labels) -> list[str]:
              f"one over each component's variance share. Mean and {LEVEL:.0%} credible interval from "
              f"{N_SAMPLES} joint posterior samples; 'keeps rank': the share of samples in which the term holds "
              f"its rank among the listed terms; 'top {TOP_K}': the share in which it is among the {TOP_K} largest. "
-             "The intervals hold the hyper-parameters and the input measure at their fitted values, so they are "
-             "narrower than the spread between refits on other samples of the data "
-             "(<code>hdgp.sobol_intervals.sobol_intervals(..., method='bootstrap')</code> includes it).</p>"]
+             "The intervals are for this model's Sobol indices, under the input distribution it fitted to the "
+             "training rows, with its hyper-parameters fixed: as statements about the population the rows came from "
+             "they are too narrow, since another sample of rows would move both "
+             "(<code>hdgp.sobol_intervals.sobol_intervals(..., method='bootstrap')</code> refits on resampled rows and "
+             "includes that spread).</p>"]
     for r, label in zip(results, labels):
         if label:
             parts.append(f"<h3>{e(label)}</h3>")
