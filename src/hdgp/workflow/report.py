@@ -3,8 +3,8 @@
 The report works offline (no scripts, fonts or styles from the network) and the
 PNGs are also written next to ``report.html``. Sections: data summary, held-out
 accuracy and calibration, model choice (``--model auto``), learned quantities,
-the Sobol ranking table, its credible intervals and stability (:mod:`hdgp.workflow.report_sobol`),
-the top components and the cumulative-Sobol curve; for
+the Sobol ranking table, the top components, the cumulative-Sobol curve and the credible intervals
+of the ranked indices with the ranking's stability (:mod:`hdgp.workflow.report_sobol`); for
 classifiers the accuracy section shows classification metrics, a reliability diagram
 and confusion counts (:mod:`hdgp.workflow.report_classification`).
 """
@@ -390,10 +390,6 @@ def _sections(tm, top: int, images: dict) -> list[str]:
             parts.append(_table(["rank", "term", "order", "Sobol index", "cumulative"], rows, "sobol", left=2))
             shares = ", ".join(f"order {i + 1}: {v:.3f}" for i, v in enumerate(entry.by_order) if v > 5e-4)
             parts.append(f"<p>Share by interaction order: {_e(shares)}</p>")
-        labels = [None if entry.class_code is None
-                  else f"{tm.target} = {tm.schema.classes[entry.class_code]} against the other classes"
-                  for entry in explained]
-        parts += interval_section(interval_results(est, explained, top), labels)
         if hasattr(est, "predict_component"):
             parts.append("<h2 id='components'>Top components</h2>")
             k = 0
@@ -436,6 +432,10 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                         "terms (red)" if _has_truncation_curve(tm) else
                         "; one curve per class against the rest for more than two classes")
                      + ".</figcaption></figure>")
+        labels = [None if entry.class_code is None
+                  else f"{tm.target} = {tm.schema.classes[entry.class_code]} against the other classes"
+                  for entry in explained]
+        parts += interval_section(interval_results(est, explained, top), labels)
     else:
         parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
                      "decomposition. Refit with <code>--model oak</code> for a ranking of features and "
