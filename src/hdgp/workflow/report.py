@@ -3,7 +3,8 @@
 The report works offline (no scripts, fonts or styles from the network) and the
 PNGs are also written next to ``report.html``. Sections: data summary, held-out
 accuracy and calibration, model choice (``--model auto``), learned quantities,
-the Sobol ranking table, the top components and the cumulative-Sobol curve; for
+the Sobol ranking table, the top components, the cumulative-Sobol curve and the credible intervals
+of the ranked indices with the ranking's stability (:mod:`hdgp.workflow.report_sobol`); for
 classifiers the accuracy section shows classification metrics, a reliability diagram
 and confusion counts (:mod:`hdgp.workflow.report_classification`).
 """
@@ -25,6 +26,7 @@ from .._version import __version__
 from ..io import atomic
 from ..plotting import MAX_PLOT_ORDER, _pyplot, plot_components
 from .report_classification import accuracy_section, majority_class_rate, reliability_figure
+from .report_sobol import interval_data, interval_results, interval_section
 from .summary import format_lengthscale, learned_quantities
 
 __all__ = ["write_report", "report_data", "mean_baseline_rmse"]
@@ -265,6 +267,11 @@ def report_data(tm, top: int = 10) -> dict:
         labels = [str(tm.schema.classes[e.class_code]) for e in explained]
         out["sobol_by_class"] = dict(zip(labels, ranked))
         out["sobol_by_order_by_class"] = {label: e.by_order.tolist() for label, e in zip(labels, explained)}
+    intervals = interval_data(interval_results(est, explained, top))
+    if len(explained) == 1:
+        out["sobol_intervals"] = intervals[0]
+    elif explained:
+        out["sobol_intervals_by_class"] = dict(zip(labels, intervals))
     if explained and _has_truncation_curve(tm):
         out["truncation_curve"] = {k: np.asarray(v).tolist() for k, v in _truncation_curve(tm).items()}
     return out
@@ -425,6 +432,10 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                         "terms (red)" if _has_truncation_curve(tm) else
                         "; one curve per class against the rest for more than two classes")
                      + ".</figcaption></figure>")
+        labels = [None if entry.class_code is None
+                  else f"{tm.target} = {tm.schema.classes[entry.class_code]} against the other classes"
+                  for entry in explained]
+        parts += interval_section(interval_results(est, explained, top), labels)
     else:
         parts.append(f"<p class='note'>{_e(meta.get('model'))} is not an orthogonal additive model, so it has no Sobol "
                      "decomposition. Refit with <code>--model oak</code> for a ranking of features and "
