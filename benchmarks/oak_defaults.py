@@ -84,6 +84,10 @@ def table(name: str, split: int):
 
 
 def git_rev() -> str:
+    """The commit of this checkout (``+dirty`` with uncommitted changes); ``HDGP_GIT_REV`` names it for a
+    copy of a commit made with ``git archive`` (so that edits in the checkout cannot reach a long run)."""
+    if os.environ.get("HDGP_GIT_REV"):
+        return os.environ["HDGP_GIT_REV"]
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True,
                              cwd=HERE, check=True).stdout.strip()
