@@ -115,8 +115,7 @@ def _count_terms(n_dims: int, max_order: int) -> list[int]:
 
 
 @torch.no_grad()
-def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max_terms: int = 100_000,
-               max_depth: int | None = None):
+def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max_terms: int = 100_000):
     r"""Sobol index :math:`R_u` of every term :math:`u` with :math:`|u| \le R`.
 
     Terms are enumerated depth-first with running Hadamard products
@@ -133,17 +132,13 @@ def term_sobol(kernel: AdditiveKernel, L: torch.Tensor, alpha: torch.Tensor, max
         If the number of terms exceeds this, only the orders whose cumulative count
         fits are enumerated and a :class:`~hdgp.exceptions.CostWarning` is issued
         (per-order totals from :func:`order_sobol` stay exact).
-    max_depth : int, optional
-        Enumerate terms of orders up to this one only (the caller knows the orders beyond hold
-        negligible mass); default the kernel's ``max_order``.
 
     Returns
     -------
     terms : list of tuple of int
     values : torch.Tensor of shape (len(terms),)
     """
-    n_dims = L.shape[0]
-    max_order = kernel.max_order if max_depth is None else max(1, min(kernel.max_order, max_depth))
+    n_dims, max_order = L.shape[0], kernel.max_order
     counts = _count_terms(n_dims, max_order)
     depth = max_order
     while depth > 1 and sum(counts[:depth]) > max_terms:
@@ -242,11 +237,6 @@ class SobolResult:
     total: float
 
 
-#: Normalised Sobol mass of one interaction order below which :func:`compute_sobol` does not
-#: enumerate that order's terms (nor any higher order's, when all of them are below it).
-NEGLIGIBLE_ORDER_MASS = 1e-9
-
-
 @torch.no_grad()
 def compute_sobol(kernel: AdditiveKernel, X: torch.Tensor, alpha: torch.Tensor, max_terms: int = 100_000) -> SobolResult:
     """Per-term and per-order normalised Sobol indices (OAK eqs. 12–14, 38), in float64.
@@ -254,9 +244,7 @@ def compute_sobol(kernel: AdditiveKernel, X: torch.Tensor, alpha: torch.Tensor, 
     Each index is a quadratic form :math:`\alpha^\top L_u \alpha` whose terms cancel
     heavily (large :math:`\alpha`); in float32 that cancellation gave indices of -0.017
     where float64 gives +0.001, so a float32 model is explained through a float64 copy.
-    Rounding below zero is clipped at 0. The per-order masses come first (cheap, exact); terms
-    are enumerated only up to the highest order whose normalised mass exceeds
-    :data:`NEGLIGIBLE_ORDER_MASS`, since the :math:`\binom{D}{r}` terms of an order share its mass.
+    Rounding below zero is clipped at 0.
     """
     if X.dtype != torch.float64:
         kernel, X, alpha = copy.deepcopy(kernel).double(), X.double(), alpha.double()
@@ -270,10 +258,7 @@ def compute_sobol(kernel: AdditiveKernel, X: torch.Tensor, alpha: torch.Tensor, 
                     "NaN; please report this with the model's hyper-parameters.", NumericalWarning)
     per_order = per_order.clamp_min(0)
     total = per_order.sum().clamp_min(torch.finfo(per_order.dtype).tiny)
-    # orders whose whole normalised mass is negligible hold no term worth ranking: not enumerated
-    significant = torch.nonzero(per_order / total > NEGLIGIBLE_ORDER_MASS).ravel()
-    depth = int(significant[-1]) + 1 if len(significant) else 1
-    terms, values = term_sobol(kernel, L, alpha, max_terms=max_terms, max_depth=depth)
+    terms, values = term_sobol(kernel, L, alpha, max_terms=max_terms)
     values = values.clamp_min(0)
     order = torch.argsort(values, descending=True)
     return SobolResult([terms[i] for i in order.tolist()], values[order] / total, per_order / total, float(total))
