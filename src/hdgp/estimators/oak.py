@@ -71,15 +71,12 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         Input measure of continuous features (fitted to the warped training data).
     gmm_components : int, default=3
         Components per feature when ``measure="gmm"``.
-    flow : bool or "auto", default="auto"
+    flow : bool or "auto", default=True
         Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
         ``False`` standardises them; ``"auto"`` warps only those that are skewed or heavy-tailed
         and standardises light-tailed, roughly symmetric ones (``skip_light_tails`` of the flow:
         uniform-like features, evenly spread grids), whose Gaussianising warp steepens at the
-        data's edges, where a smooth function of the raw input becomes a steep one of the warped
-        input (on the paper's eq. (5) example the full flow doubles the error). ``True`` warps every
-        continuous feature, as the paper's appendix H does. The default is ``"auto"``: it keeps the
-        flow where it Gaussianises a skewed feature and skips its fits where it would only steepen.
+        data's edges (on the paper's eq. (5) example the default flow doubles the error).
     log_transform : {"auto", True, False, "shifted"}, default="auto"
         Passed to the flow: log of skewed features (``"auto"``: for a right tail :math:`\log x`
         if positive and that removes the skew, else :math:`\log(x - x_{\min} + c)` with the
@@ -204,7 +201,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
 
     _engine_needs = {"sobol": True}
 
-    def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow="auto",
+    def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  handle_unknown="error", order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
                  inference="auto", n_inducing=512, batch_size=None,
@@ -342,7 +339,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         try:
             super().fit(X, y)
         finally:
-            self._choose_order = False
+            del self._choose_order
         self._compute_sobol()
         full = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
         if self.max_order is None and self.max_order_ < full and self.sobol_order_[-1] > ORDER_RAISE_MASS:
