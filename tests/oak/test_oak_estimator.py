@@ -540,8 +540,9 @@ def test_feature_starts_train_one_start_per_continuous_feature_and_keep_the_lowe
     effects, codes = rng.normal(size=25), rng.integers(0, 25, 80)
     X = np.column_stack([codes, rng.normal(size=80), rng.integers(0, 2, 80)]).astype(float)
     y = effects[codes] + 0.5 * X[:, 1] + 0.3 * X[:, 2] + 0.05 * rng.normal(size=80)
-    plain = OAKRegressor(max_order=2, random_state=0).fit(X, y)
-    est = OAKRegressor(max_order=2, feature_starts=True, random_state=0).fit(X, y)
+    # flow=True: the lookup-table codes are evenly spread, which the default flow="auto" leaves unwarped
+    plain = OAKRegressor(max_order=2, flow=True, random_state=0).fit(X, y)
+    est = OAKRegressor(max_order=2, flow=True, feature_starts=True, random_state=0).fit(X, y)
     assert list(est.start_losses_) == ["authors", "short x0", "short x1"]  # not the two-point column
     assert est.start_losses_["authors"] == pytest.approx(plain.fit_result_.loss, rel=1e-9)  # the same first fit
     assert est.fit_result_.loss == min(est.start_losses_.values()) <= plain.fit_result_.loss
@@ -570,8 +571,9 @@ def test_feature_starts_reach_the_optimum_of_the_authors_code_on_machine(data_di
     from hdgp.metrics import rmse
 
     X, y, X_test, y_test = load_bb_split("machine", 0, data_dir)
-    plain = OAKRegressor(random_state=0).fit(X, y)
-    est = OAKRegressor(feature_starts=True, random_state=0).fit(X, y)
+    # the paper's flow on every feature and all orders (the defaults before flow="auto" and the chosen order)
+    plain = OAKRegressor(max_order=6, flow=True, random_state=0).fit(X, y)
+    est = OAKRegressor(max_order=6, flow=True, feature_starts=True, random_state=0).fit(X, y)
     assert min(est.start_losses_, key=est.start_losses_.get) == "short x0"
     assert (plain.fit_result_.loss - est.fit_result_.loss) * len(y) > 5.0
     assert rmse(y_test, est.predict(X_test)) < rmse(y_test, plain.predict(X_test)) - 0.05

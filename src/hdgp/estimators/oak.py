@@ -13,7 +13,7 @@ from ..inference.engines import ENGINE_REGISTRY
 from ..kernels.orthogonal_kernel import ConstrainedSEKernel
 from ..plotting import plot_components
 from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
-from ._params import resolve_max_order
+from ._params import MAX_ORDER_CAP, MAX_ORDER_START, resolve_max_order
 from .oak_encoder import OAKInputEncoder, check_oak_params, term_indices, terms_indices
 
 __all__ = ["OAKRegressor"]
@@ -34,6 +34,10 @@ FEATURE_START_LENGTHSCALE = 0.1
 #: bound, so that nearly noise-free data can reach the optimum that explains it by the function
 #: (measurements: benchmarks/README.md, "Measurements behind defaults").
 LOW_NOISE_START_FACTOR = 2.0
+#: With ``max_order=None`` the fit starts at order :data:`~hdgp.estimators._params.MAX_ORDER_START` and
+#: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
+#: mass of its top order exceeds this: interactions of that order matter, so higher ones may too.
+ORDER_RAISE_MASS = 1e-3
 
 
 class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
@@ -56,7 +60,13 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     Parameters
     ----------
     max_order : int or None, default=None
-        Highest interaction order :math:`\tilde D` (None: :math:`\min(D, 10)`).
+        Highest interaction order :math:`\tilde D`. None chooses it from the data: the model is
+        fitted at order :math:`\min(D, 3)` (the paper finds almost all Sobol mass in orders
+        :math:`\le 3`, Fig. 4) and refitted at :math:`\min(D, 10)`, starting from the first fit's
+        length-scales and noise, when the normalised Sobol mass of order 3 exceeds
+        :data:`ORDER_RAISE_MASS`. The order used is ``max_order_``. The order-:math:`R` term has
+        :math:`\binom{D}{R}` components, so low orders keep the kernel's sum and the Sobol
+        enumeration cheap.
     measure : {"gaussian", "empirical", "gmm"}, default="gaussian"
         Input measure of continuous features (fitted to the warped training data).
     gmm_components : int, default=3
@@ -146,6 +156,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
 
     Attributes
     ----------
+    max_order_ : int
+        Highest interaction order of the fitted kernel.
     sobol_indices_ : dict
         ``{(feature name, ...): normalised Sobol index}``, sorted decreasingly.
     sobol_order_ : ndarray of shape (R,)
@@ -231,8 +243,17 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     # ------------------------------------------------- the encoder's hooks
     _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
 
+    def _kernel_order(self, n_features: int) -> int:
+        """``max_order_``, chosen at the first kernel of a fit; model files from before it have
+        none and were fitted at the resolved ``max_order`` (min(D, 10) for None)."""
+        if getattr(self, "_choose_order", False):
+            self.max_order_ = resolve_max_order(self.max_order, n_features, start=MAX_ORDER_START)
+            self._choose_order = False
+        order = getattr(self, "max_order_", None)
+        return resolve_max_order(self.max_order, n_features) if order is None else order
+
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
-        return self.make_kernel(X, max_order=resolve_max_order(self.max_order, X.shape[-1]),
+        return self.make_kernel(X, max_order=self._kernel_order(X.shape[-1]),
                                 order_variance_prior=self.order_variance_prior, random_state=self._fit_seed_,
                                 start=self._set_start)
 
@@ -313,7 +334,28 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         -------
         self
         """
-        super().fit(self.encode_frame(X, fit=True), y)
+        X = self.encode_frame(X, fit=True)
+        self.max_order_, self._choose_order = None, True
+        try:
+            super().fit(X, y)
+        finally:
+            del self._choose_order
+        self._compute_sobol()
+        full = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
+        if self.max_order is None and self.max_order_ < full and self.sobol_order_[-1] > ORDER_RAISE_MASS:
+            self.max_order_ = full  # interactions of the top order matter: refit with all orders
+            warm_start, inputs = self.warm_start, self.X_train_.cpu().numpy()
+            # from the first fit's parameters (the order variances restart) and its warped inputs
+            self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
+            try:
+                super().fit(X, y)
+            finally:
+                self.warm_start = warm_start
+                del self._transform_inputs
+            self._compute_sobol()
+        return self
+
+    def _compute_sobol(self) -> None:
         # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)
         self.sobol_ = explain.compute_sobol(self.kernel_, self.posterior_.X, self.posterior_.alpha,
                                             self.max_sobol_terms)
@@ -321,7 +363,6 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         self.sobol_indices_ = {tuple(names[i] for i in u): float(v) for u, v in zip(self.sobol_.terms, self.sobol_.values)}
         self.sobol_order_ = self.sobol_.by_order.cpu().numpy()
         self.components_ = explain.select_terms(self.sobol_, self.sobol_threshold)
-        return self
 
     def _prepare_predict_inputs(self, X) -> torch.Tensor:
         check_is_fitted(self, "posterior_")
