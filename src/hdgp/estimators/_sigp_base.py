@@ -74,6 +74,9 @@ _CALIBRATION_DOF = 5
 #: Fewest rows a CV training fold may have: one row has no spread in x or y, so neither
 #: the subspace (eq. 7) nor the covariance parameters can be estimated from it.
 _MIN_TRAIN_ROWS = 2
+#: Cross-validation screens the grid when it has more (length-scale, response, eta) settings than
+#: this: all of them on the first 2 folds, these best on the rest (:func:`hdgp.sigp.cv.cross_validate`).
+_CV_SCREEN = 10
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
     # times sqrt(number of features): from very local (k ~ e^-4 between typical points)
@@ -293,6 +296,8 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                 self._check_training_folds(folds, n)
             if not fixed or calibrate:
                 cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
+                if not fixed:
+                    cv_options["screen"] = _CV_SCREEN
                 bar.set_description(f"SIGP {len(folds)}-fold cross-validation")
                 try:
                     best, self.cv_scores_, variance_ratio = cross_validate(
