@@ -86,6 +86,12 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         needs the predictions to settle, not the last digits of the likelihood).
     tol : float, default=1e-6
         EM stops when the penalised log-likelihood gains less than ``tol * n``.
+    input_scaling : {"ard", None}, default="ard"
+        ``"ard"``: weigh each standardised feature by :math:`1/\ell_d` from a quick RBF-ARD
+        fit (at most 500 rows) before the isotropic SIGP kernel, so that features that do
+        not affect the target do not swamp the distance; the weights are ``input_weights_``
+        (see :meth:`~hdgp.estimators._sigp_base._SIGPBase._fit_input_weights`). ``None``:
+        the paper's isotropic kernel on standardised inputs.
     calibrate_variance : bool, default=True
         Multiply the predictive variance (posterior and noise alike, i.e. the overall
         scale of the GP, which leaves the mean unchanged) by ``variance_scale_``, the
@@ -173,6 +179,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         cv_max_iter=100,
         tol=1e-6,
         calibrate_variance=True,
+        input_scaling="ard",
         random_state=None,
         verbose=False,
     ):
@@ -192,6 +199,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         self.cv_max_iter = cv_max_iter
         self.tol = tol
         self.calibrate_variance = calibrate_variance
+        self.input_scaling = input_scaling
         self.random_state = random_state
         self.verbose = verbose
 
@@ -225,6 +233,9 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
             bandwidths = _candidates("y_bandwidth", self.y_bandwidth)
         Xs = self._standardise(X, fit=True)
         Y = torch.as_tensor((y - self.y_mean_) / self.y_scale_, dtype=torch.float64)[:, None]
+        if self.input_scaling not in ("ard", None):
+            raise ValueError(f"input_scaling must be 'ard' or None; got {self.input_scaling!r}.")
+        Xs = self._fit_input_weights(Xs, Y)
 
         def make_responses(Yf):
             if self.subspace == "slicing":
