@@ -312,7 +312,7 @@ def test_fitted_model_keeps_no_training_features_and_predicts_in_blocks(monkeypa
     rng = np.random.default_rng(3)
     X = rng.normal(size=(2000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2000)
-    est = SIGPRegressor(rank=2, lengthscale=3.0, eta=1e-3, input_scaling=None).fit(X, y)  # kernel rank ~ 100
+    est = SIGPRegressor(rank=2, lengthscale=3.0, eta=1e-3, input_scaling=None).fit(X, y)  # the paper's isotropic kernel: a kernel rank that would grow with n
     assert est.model_.factor.features is None and est.kernel_rank_ == est.model_.factor.L_pp.shape[0]
     assert est.model_.factor.pivot_inputs.shape == (est.kernel_rank_, 3)
     parts = [est.model_, est.model_.factor, *est.model_.fits]

@@ -31,7 +31,7 @@ def test_default_fit_ignores_irrelevant_features():
     w = default.input_weights_
     assert w.shape == (12,) and np.sum(w**2) == pytest.approx(12)
     assert w[:2].min() > 5 * w[2:].max()
-    assert isotropic.input_weights_ is None
+    assert default.input_scaling_ == "ard" and isotropic.input_scaling_ is None and isotropic.input_weights_ is None
 
 
 def test_input_scaling_bad_value():
