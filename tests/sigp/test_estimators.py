@@ -114,7 +114,7 @@ def test_linear_mean_starves_the_random_part_on_a_nearly_linear_kernel():
     nearly linear in x, and a penalised linear mean absorbs them (beta -> 0, eq. 14)."""
     X, y = _regression(n=200)
     y = y + 2.0 * X[:, 2]
-    kw = dict(rank=2, lengthscale=30.0, eta=1e-4, mean_penalty=1.0, y_bandwidth=0.5)
+    kw = dict(rank=2, lengthscale=30.0, eta=1e-4, mean_penalty=1.0, y_bandwidth=0.5, input_scaling=None)  # the isotropic kernel
     signal = {}
     for mean in ("constant", "linear"):
         model = SIGPRegressor(mean=mean, **kw).fit(X, y)
@@ -312,7 +312,7 @@ def test_fitted_model_keeps_no_training_features_and_predicts_in_blocks(monkeypa
     rng = np.random.default_rng(3)
     X = rng.normal(size=(2000, 3))
     y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=2000)
-    est = SIGPRegressor(rank=2, lengthscale=3.0, eta=1e-3).fit(X, y)
+    est = SIGPRegressor(rank=2, lengthscale=3.0, eta=1e-3, input_scaling=None).fit(X, y)  # the paper's isotropic kernel: a kernel rank that would grow with n
     assert est.model_.factor.features is None and est.kernel_rank_ == est.model_.factor.L_pp.shape[0]
     assert est.model_.factor.pivot_inputs.shape == (est.kernel_rank_, 3)
     parts = [est.model_, est.model_.factor, *est.model_.fits]

@@ -47,11 +47,16 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.model_selection import check_cv
 from sklearn.utils.validation import check_is_fitted
+from gpytorch.kernels import ScaleKernel
 from tqdm.auto import tqdm
 
 from .._scaling import column_scales, column_std, varies
 from .._threads import thread_budget
-from ..exceptions import ConvergenceWarning, NumericalWarning
+
+from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError, NumericalWarning
+from ..inference.exact import ExactGPModel
+from ..kernels import RBFARDKernel, log_positive
+from ..training import fit_hyperparameters
 from ..sigp.cv import cross_validate, out_of_fold_means
 from ..sigp.model import fit_one
 from ._base import _is_int
@@ -74,6 +79,11 @@ _CALIBRATION_DOF = 5
 #: Fewest rows a CV training fold may have: one row has no spread in x or y, so neither
 #: the subspace (eq. 7) nor the covariance parameters can be estimated from it.
 _MIN_TRAIN_ROWS = 2
+#: Cross-validation screens the grid when it has more (length-scale, response, eta) settings than
+#: this: all of them on the first 2 folds, these best on the rest (:func:`hdgp.sigp.cv.cross_validate`).
+_CV_SCREEN = 10
+#: Rows of the quick RBF-ARD fit that sets the input weights of ``input_scaling="ard"``.
+_ARD_ROWS = 500
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
     # times sqrt(number of features): from very local (k ~ e^-4 between typical points)
@@ -219,7 +229,45 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
             if not self.feature_mask_.any():
                 raise ValueError("All features are constant; SIGP needs at least one varying feature.")
         Xs = ((X - self.x_mean_) / self.x_scale_)[:, self.feature_mask_]
+        weights = getattr(self, "input_weights_", None)  # absent in models saved before input_scaling
+        if weights is not None and not fit:
+            Xs = Xs * weights
         return torch.as_tensor(Xs, dtype=torch.float64)
+
+    def _fit_input_weights(self, Xs: torch.Tensor, Y: torch.Tensor) -> torch.Tensor:
+        r"""Apply ``input_scaling`` to the standardised training inputs; sets ``input_weights_``.
+
+        The RBF kernel of SIGP is isotropic, :math:`k(x, x') = \exp(-\lVert x - x'\rVert^2/(2\ell^2))`:
+        on standardised inputs every feature weighs the same in the distance, so features that do
+        not affect :math:`y` swamp those that do, and no single :math:`\ell` resolves the function
+        (the subspace of eq. 7 lies in the span of that kernel's features). With
+        ``input_scaling="ard"`` feature :math:`d` is multiplied by :math:`w_d \propto 1/\ell_d`, the
+        length-scales of an RBF-ARD GP fitted by marginal likelihood to at most ``_ARD_ROWS``
+        rows of the (first) standardised target, normalised to :math:`\sum_d w_d^2 = p` so that the
+        :math:`\sqrt p`-scaled length-scale grid keeps its meaning. ``None``: :math:`w = 1`.
+        """
+        self.input_weights_ = None
+        if getattr(self, "input_scaling", None) is None or Xs.shape[1] < 2:
+            return Xs
+        n, p = Xs.shape
+        rng = np.random.default_rng(0 if self.random_state is None else self.random_state)
+        rows = torch.as_tensor(np.sort(rng.choice(n, size=min(n, _ARD_ROWS), replace=False)))
+        kernel = ScaleKernel(RBFARDKernel(ard_num_dims=p, lengthscale_constraint=log_positive()))
+        kernel.base_kernel.lengthscale = math.sqrt(p)
+        gp = ExactGPModel(kernel).double()
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                fit_hyperparameters(gp, Xs[rows], Y[rows, 0])
+        except (NotPositiveDefiniteError, ValueError):
+            return Xs
+        ell = kernel.base_kernel.lengthscale.detach().reshape(-1).double().cpu().numpy()
+        w = 1.0 / ell
+        if not (np.all(np.isfinite(w)) and w.sum() > 0):
+            return Xs
+        w = w * math.sqrt(p / float(w @ w))
+        self.input_weights_ = w
+        return Xs * torch.as_tensor(w, dtype=Xs.dtype)
 
     def _fit_sigp(self, X: torch.Tensor, Y: torch.Tensor, make_responses, score, make_folds,
                   calibrate: bool = False, out_of_fold: bool = False) -> torch.Tensor | None:
@@ -293,6 +341,8 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                 self._check_training_folds(folds, n)
             if not fixed or calibrate:
                 cv_options = dict(options, max_iter=min(self.cv_max_iter, self.max_iter))
+                if not fixed:
+                    cv_options["screen"] = _CV_SCREEN
                 bar.set_description(f"SIGP {len(folds)}-fold cross-validation")
                 try:
                     best, self.cv_scores_, variance_ratio = cross_validate(

@@ -86,6 +86,15 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         needs the predictions to settle, not the last digits of the likelihood).
     tol : float, default=1e-6
         EM stops when the penalised log-likelihood gains less than ``tol * n``.
+    input_scaling : {"auto", "ard", None}, default="auto"
+        ``"ard"``: weigh each standardised feature by :math:`1/\ell_d` from a quick RBF-ARD
+        fit (at most 500 rows) before the isotropic SIGP kernel, so that features that do
+        not affect the target do not swamp the distance; the weights are ``input_weights_``
+        (see :meth:`~hdgp.estimators._sigp_base._SIGPBase._fit_input_weights`). ``None``:
+        the paper's isotropic kernel on standardised inputs. ``"auto"``: both, the one with
+        the better cross-validation score on the same folds is kept (``input_scaling_``;
+        the isotropic kernel when every hyper-parameter is given). The ARD weights see every
+        training row, the validation folds' too, which favours ``"ard"`` slightly.
     calibrate_variance : bool, default=True
         Multiply the predictive variance (posterior and noise alike, i.e. the overall
         scale of the GP, which leaves the mean unchanged) by ``variance_scale_``, the
@@ -173,6 +182,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         cv_max_iter=100,
         tol=1e-6,
         calibrate_variance=True,
+        input_scaling="auto",
         random_state=None,
         verbose=False,
     ):
@@ -192,6 +202,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         self.cv_max_iter = cv_max_iter
         self.tol = tol
         self.calibrate_variance = calibrate_variance
+        self.input_scaling = input_scaling
         self.random_state = random_state
         self.verbose = verbose
 
@@ -225,6 +236,8 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
             bandwidths = _candidates("y_bandwidth", self.y_bandwidth)
         Xs = self._standardise(X, fit=True)
         Y = torch.as_tensor((y - self.y_mean_) / self.y_scale_, dtype=torch.float64)[:, None]
+        if self.input_scaling not in ("auto", "ard", None):
+            raise ValueError(f"input_scaling must be 'auto', 'ard' or None; got {self.input_scaling!r}.")
 
         def make_responses(Yf):
             if self.subspace == "slicing":
@@ -245,7 +258,28 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
 
         with thread_budget(X.shape[0]):
             score = held_out_score(self.scoring, self, y_mean=self.y_mean_, y_scale=self.y_scale_)
-            self._fit_sigp(Xs, Y, make_responses, score, make_folds, calibrate=self.calibrate_variance)
+            made = []
+
+            def same_folds():  # both scalings on the same folds (a generator `cv` is read once)
+                if not made:
+                    made.append(make_folds())
+                return made[0]
+
+            choices = [None, "ard"] if self.input_scaling == "auto" else [self.input_scaling]
+            fitted = []
+            for scaling in choices:
+                self.input_scaling_ = scaling
+                Xw = self._fit_input_weights(Xs, Y) if scaling == "ard" else Xs
+                if scaling is None:
+                    self.input_weights_ = None
+                self._fit_sigp(Xw, Y, make_responses, score, same_folds, calibrate=self.calibrate_variance)
+                fitted.append(dict(vars(self)))
+                if len(self.cv_scores_) <= 1:  # every hyper-parameter given: nothing is chosen by CV
+                    break
+            # "auto": the better cross-validation score on the same folds (the isotropic kernel on ties
+            # or when no hyper-parameter was cross-validated)
+            best = max(range(len(fitted)), key=lambda i: (np.nan_to_num(fitted[i]["best_score_"], nan=-np.inf), -i))
+            self.__dict__.update(fitted[best])
         self.noise_ = self.model_.fits[0].noise * self.y_scale_**2
         return self
 

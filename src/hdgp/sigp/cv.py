@@ -32,9 +32,20 @@ def cross_validate(
     score: Callable[[torch.Tensor, torch.Tensor], float],
     *,
     on_fold: Callable[[], None] | None = None,
+    screen: int | None = None,
+    screen_folds: int = 2,
     **grid,
 ) -> tuple[dict, dict, float]:
-    """Score every grid point on every fold and return the best.
+    """Score the grid points on the folds and return the best.
+
+    Without ``screen`` every grid point is scored on every fold. With ``screen = K``
+    and more folds than ``screen_folds``, the grid is screened first (successive
+    halving in its simplest form): every point is scored on the first ``screen_folds``
+    folds, and only the ``K`` settings of (length-scale, response, eta) whose best
+    point (over ranks and mean penalties) has the highest mean score there are scored
+    on the remaining folds. The eigen-solves scale with those settings and the kernel
+    factorisations with the length-scales among them, while the choice is still made
+    on every fold among the survivors.
 
     Parameters
     ----------
@@ -48,6 +59,10 @@ def cross_validate(
         ``score(Y_val, mean_val)``, higher is better.
     on_fold : callable or None
         Called after each fold (progress reporting).
+    screen : int or None
+        Settings of (length-scale, response, eta) kept after the screening folds (None: no screening).
+    screen_folds : int, default=2
+        Folds every grid point is scored on when screening.
     **grid
         Keyword arguments of :func:`~hdgp.sigp.model.fit_grid` (lists of candidates
         and fitting options).
@@ -72,21 +87,33 @@ def cross_validate(
     per_fold: dict[tuple, list[float]] = defaultdict(list)
     sq_residuals: dict[tuple, float] = defaultdict(float)
     order: list[tuple] = []
-    for train, val in folds:
+    survivors = None  # {lengthscale: (set of response keys, list of etas)} after screening
+    for i, (train, val) in enumerate(folds):
         Xtr, Xva, Ytr, Yva = X[train], X[val], Y[train], Y[val]
-        factor, features = None, None
-        for params, model in fit_grid(Xtr, Ytr, make_responses(Ytr), **grid):
-            if model.factor is not factor:  # one phi(X_val) per length-scale
-                factor = model.factor
-                features = model.features(Xva)
-            mean, var = model.predict_from(features, Xva)
-            key = _key(params)
-            if key not in per_fold:
-                order.append(key)
-            per_fold[key].append(float(score(Yva, mean)))
-            sq_residuals[key] += float(((Yva - mean) ** 2 / var).sum())
+        responses = make_responses(Ytr)
+        if survivors is None:
+            runs = [(grid, responses)]
+        else:
+            runs = [(dict(grid, lengthscales=[ell], etas=etas), [r for r in responses if r[0] in keys])
+                    for ell, (keys, etas) in survivors.items()]
+        for sub_grid, sub_responses in runs:
+            factor, features = None, None
+            for params, model in fit_grid(Xtr, Ytr, sub_responses, **sub_grid):
+                if model.factor is not factor:  # one phi(X_val) per length-scale
+                    factor = model.factor
+                    features = model.features(Xva)
+                mean, var = model.predict_from(features, Xva)
+                key = _key(params)
+                if key not in per_fold:
+                    order.append(key)
+                per_fold[key].append(float(score(Yva, mean)))
+                sq_residuals[key] += float(((Yva - mean) ** 2 / var).sum())
         if on_fold is not None:
             on_fold()
+        if screen is not None and survivors is None and i + 1 == screen_folds < len(folds):
+            survivors = _screen(per_fold, order, i + 1, screen)
+            for _, etas in survivors.values():
+                etas.sort(key=list(grid["etas"]).index)
     complete = {k: float(np.mean(v)) for k, v in per_fold.items() if len(v) == len(folds)}
     if not complete:
         raise ValueError(
@@ -97,6 +124,29 @@ def cross_validate(
     best_key = max((k for k in order if k in complete), key=lambda k: complete[k])
     n_held_out = sum(len(val) for _, val in folds) * Y.shape[1]
     return dict(best_key), complete, sq_residuals[best_key] / n_held_out
+
+
+def _screen(per_fold: dict, order: list, n_folds: int, keep: int) -> dict:
+    """The ``keep`` best (length-scale, response, eta) settings after ``n_folds`` folds, grouped by
+    length-scale as ``{lengthscale: (response keys, etas)}`` (grid order on ties)."""
+    best: dict[tuple, float] = {}
+    for key in order:
+        scores = per_fold[key]
+        if len(scores) < n_folds:
+            continue
+        params = dict(key)
+        setting = (params["lengthscale"], params["response"], params["eta"])
+        value = float(np.mean(scores))
+        if setting not in best or value > best[setting]:
+            best[setting] = value
+    ranked = sorted(best, key=lambda s: -best[s])[:keep]  # stable: grid order on ties
+    survivors: dict = {}
+    for ell, response, eta in ranked:
+        keys, etas = survivors.setdefault(ell, (set(), []))
+        keys.add(response)
+        if eta not in etas:
+            etas.append(eta)
+    return survivors
 
 
 def out_of_fold_means(X: torch.Tensor, Y: torch.Tensor, folds, make_responses, params: dict, *,
