@@ -25,7 +25,7 @@ TABLE2 = Protocol(
         ModelSpec("SIGP m=1", "SIGP-classifier", {"rank": 1, "random_state": None}, task="classification"),
         ModelSpec("SIGP m=3", "SIGP-classifier", {"rank": 3, "random_state": None}, task="classification"),
         ModelSpec("SIGP m=10", "SIGP-classifier", {"rank": 10, "random_state": None}, task="classification"),
-        ModelSpec("SIGP m=2", "SIGP", {"rank": 2, "random_state": None}),
+        ModelSpec("SIGP m=2", "SIGP", {"rank": 2, "random_state": None, "input_scaling": None}),
         ModelSpec("RBF-ARD", "RBF-ARD"),
         # same splits, the comparators: variational GP classifiers (RBF-ARD and OAK kernels);
         # not on arcene, whose 10,000 inputs would make 10^6 ARD/inducing-input parameters
