@@ -6,8 +6,8 @@ Rule (documented in ``hdgp fit --help``):
    n ≤ 3000: OAK, DPA-GP-ARD, RBF-ARD, SIGP (exact inference, all affordable);
    3000 < n ≤ 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
    n > 20000: DPA-GP-ARD (SKI, linear in n), SGPR-RBF-ARD.
-2. The training rows are split once more (80 / 20, seeded): every candidate is fitted
-   on the 80 % and scored by its mean log predictive density on the 20 %
+2. The training rows are split once more (80 / 20, seeded): every candidate is scored
+   by its mean log predictive density on the 20 %
    (:math:`\\frac1m\\sum \\log p(y_i \\mid x_i)`, i.e. minus the validation NLPD)
    after one calibration factor on its predictive variances: :math:`r`, the mean of
    :math:`z_i^2 = (y_i - \\mu_i)^2 / \\sigma_i^2` there, the factor that maximises that
@@ -16,6 +16,15 @@ Rule (documented in ``hdgp fit --help``):
    comparable across families (SIGP has none). Without the factor an accurate but
    over-confident fit loses to an uninformative one (table ``wide-200`` of
    ``benchmarks/results/auto/auto_selection.md``).
+
+   The fits follow successive halving (Jamieson & Talwalkar 2016) on nested subsets of the
+   80 %: rung j fits the surviving candidates on :math:`n_{fit}/3^{J-j}` rows (the first at
+   least :data:`MIN_RUNG_ROWS`, the last all of them) and scores them on the same validation
+   rows. After a rung a candidate stops when it is outside the better half *and* its paired
+   per-row score difference to the leader, :math:`\\bar d`, is below :math:`-2` standard
+   errors (:func:`survivors`): a candidate within validation noise goes on, whatever its
+   cost. A lone survivor goes straight to the last rung. The choice is the best score at the
+   last rung (all fitting rows, the same validation rows as a single comparison).
 3. The winner is refitted on all training rows, from its generic start and (hdgp's GP
    regressors) from its validated fit (``warm_start``), keeping the better training
    objective; its predictive variances are multiplied by its validation factor
@@ -40,9 +49,16 @@ from ..presets import preset
 from .classification import classifier_candidates, evaluate_classifier
 from .estimation import evaluate, keep_levels_in_training, make_estimator, timed_fit
 
-__all__ = ["candidate_models", "select_model", "VALIDATION_FRACTION", "MIN_AUTO_ROWS"]
+__all__ = ["candidate_models", "select_model", "rung_sizes", "survivors", "VALIDATION_FRACTION", "MIN_AUTO_ROWS",
+           "MIN_RUNG_ROWS", "RUNG_GROWTH", "NOISE_Z"]
 
 VALIDATION_FRACTION = 0.2
+#: Fewest rows the first successive-halving rung fits a candidate on.
+MIN_RUNG_ROWS = 200
+#: Each rung fits on this many times the rows of the one before, up to every fitting row.
+RUNG_GROWTH = 3
+#: A candidate within this many standard errors of the leader's validation score is kept.
+NOISE_Z = 2.0
 #: ``auto`` needs at least this many training rows (so the validation split has ≥ 5).
 MIN_AUTO_ROWS = 25
 
@@ -57,16 +73,51 @@ def candidate_models(n: int) -> list[str]:
 
 
 def _score(est, X, y, schema) -> dict:
-    """Validation scores of a fitted candidate; ``score`` is maximised."""
+    """Validation scores of a fitted candidate; ``score`` is maximised, ``per_row`` holds its terms
+    (each row's calibrated log density, or minus its log-loss), whose mean is ``score``."""
     if schema.task == "classification":
-        scores, _ = evaluate_classifier(est, X, y, len(schema.classes))
-        return {"score": -scores["log_loss"], "val_log_loss": scores["log_loss"], "val_accuracy": scores["accuracy"]}
+        scores, proba = evaluate_classifier(est, X, y, len(schema.classes))
+        per_row = np.log(np.clip(np.asarray(proba)[np.arange(len(y)), np.asarray(y)], 1e-15, 1.0))
+        return {"score": -scores["log_loss"], "per_row": per_row, "val_log_loss": scores["log_loss"],
+                "val_accuracy": scores["accuracy"]}
     scores, mean, std = evaluate(est, X, y)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        ratio = float(np.mean(((np.asarray(y, float) - mean) / std) ** 2))
+        z2 = ((np.asarray(y, float) - mean) / std) ** 2
+        ratio = float(np.mean(z2))
         calibrated = float(-scores["nlpd"] + 0.5 * (ratio - 1.0 - np.log(ratio)))
-    return {"score": calibrated, "val_log_density": -scores["nlpd"],
+        per_row = -0.5 * np.log(2 * np.pi * ratio * np.asarray(std, float) ** 2) - 0.5 * z2 / ratio
+    return {"score": calibrated, "per_row": per_row, "val_log_density": -scores["nlpd"],
             "val_log_density_calibrated": calibrated, "val_variance_ratio": ratio, "val_rmse": scores["rmse"]}
+
+
+def rung_sizes(n_fit: int) -> list[int]:
+    """Rows each successive-halving rung fits on: ``n_fit / RUNG_GROWTH**j`` for j = J, ..., 0, the
+    smallest at least :data:`MIN_RUNG_ROWS` (one rung, all ``n_fit`` rows, below twice that)."""
+    sizes = [n_fit]
+    while sizes[0] / RUNG_GROWTH >= MIN_RUNG_ROWS:
+        sizes.insert(0, math.ceil(sizes[0] / RUNG_GROWTH))
+    return sizes
+
+
+def survivors(scores: dict, *, z: float = None) -> list[str]:
+    """Candidates kept after a rung: the better half by score, and any other whose validation rows do
+    not show it worse than the leader beyond noise.
+
+    ``scores`` maps a name to its per-row validation terms (the same rows for every name). A
+    candidate c is dropped when it is outside the better half and the paired mean difference
+    :math:`\\bar d = \\frac1m\\sum_i (s_{c,i} - s_{\\ast,i})` to the leader :math:`\\ast` is below
+    :math:`-z\\,\\mathrm{sd}(d)/\\sqrt m` (default :data:`NOISE_Z` standard errors).
+    """
+    z = NOISE_Z if z is None else z
+    ranked = sorted(scores, key=lambda k: -float(np.mean(scores[k])))
+    leader, half = ranked[0], math.ceil(len(ranked) / 2)
+    keep = []
+    for rank, name in enumerate(ranked):
+        d = np.asarray(scores[name]) - np.asarray(scores[leader])
+        se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.inf
+        if rank < half or float(np.mean(d)) >= -z * se:
+            keep.append(name)
+    return keep
 
 
 def _parameters(name: str) -> set:
@@ -167,37 +218,86 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
     fit_idx, val_idx, _ = keep_levels_in_training(schema, X, fit_idx, val_idx)
     keys = (("val_log_loss", "val_accuracy") if classify else
             ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
-    rows, fitted = [], {}
-    for i, name in enumerate(candidates, 1):
-        progress(f"[auto {i}/{len(candidates)}] fitting {name} on {len(fit_idx)} rows, validating on {len(val_idx)}")
-        row = {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "error": None}
-        score = None
-        try:
-            est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
-            row["fit_seconds"], _ = timed_fit(est, schema.encode(X.iloc[fit_idx]), y[fit_idx],
-                                         schema.classes if classify else ())
-            scores = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)
-            score = scores.pop("score")
-            row.update(scores)
-            fitted[name] = est
-        except Exception as exc:  # a family that cannot handle this table must not stop the others
-            bad = _rejected_parameter(exc, params, _parameters(name))
-            if bad is not None:  # ... but a value the user chose is the user's error, not the family's
-                raise ValueError(f"-p {bad}={params[bad]!r} is not valid for candidate {name}: {exc}") from exc
-            row["error"] = f"{type(exc).__name__}: {exc}"
-        if row["error"] is None and not math.isfinite(score):
-            row["error"], score = "non-finite validation score", None
-            row.update(dict.fromkeys(keys))
-        row["_score"] = score
-        rows.append(row)
-        progress(f"[auto {i}/{len(candidates)}] {name}: {_message(row)}")
-    scored = [r for r in rows if r["_score"] is not None]
-    if not scored:
+    order = _nested_order(schema, X, y if classify else None, fit_idx, random_state)
+    sizes = rung_sizes(len(fit_idx))
+    X_val = schema.encode(X.iloc[val_idx])
+    rows = {name: {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "rung_rows": None, "error": None}
+            for name in candidates}
+    alive, fitted, per_row, total = list(candidates), {}, {}, len(candidates)
+    for r, size in enumerate(sizes):
+        last = r == len(sizes) - 1
+        if len(alive) == 1 and not last:  # a lone survivor goes straight to the full rung
+            continue
+        sub = fit_idx if last else _with_every_level(schema, X, order, size)
+        tag = f"[auto rung {r + 1}/{len(sizes)}]" if len(sizes) > 1 else "[auto]"
+        scores = {}
+        for i, name in enumerate(alive, 1):
+            progress(f"{tag} fitting {name} ({i}/{len(alive)}) on {len(sub)} rows, validating on {len(val_idx)}")
+            row = rows[name]
+            try:
+                est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
+                seconds, _ = timed_fit(est, schema.encode(X.iloc[sub]), y[sub], schema.classes if classify else ())
+                row["fit_seconds"] = (row["fit_seconds"] or 0.0) + seconds
+                result = _score(est, X_val, y[val_idx], schema)
+                score, terms = result.pop("score"), result.pop("per_row")
+                if not math.isfinite(score):
+                    raise FloatingPointError("non-finite validation score")
+                row.update(result, rung_rows=len(sub))
+                fitted[name], scores[name] = est, terms
+            except Exception as exc:  # a family that cannot handle this table must not stop the others
+                bad = _rejected_parameter(exc, params, _parameters(name))
+                if bad is not None:  # ... but a value the user chose is the user's error, not the family's
+                    raise ValueError(f"-p {bad}={params[bad]!r} is not valid for candidate {name}: {exc}") from exc
+                row["error"] = ("non-finite validation score" if isinstance(exc, FloatingPointError)
+                                and str(exc) == "non-finite validation score" else f"{type(exc).__name__}: {exc}")
+                row.update(dict.fromkeys(keys), rung_rows=None)
+                fitted.pop(name, None)
+            progress(f"{tag} {name}: {_message(row)}")
+        alive = [name for name in alive if name in scores]
+        per_row = scores
+        if not alive:
+            break
+        if not last:
+            kept = survivors(scores)
+            dropped = [name for name in alive if name not in kept]
+            if dropped:
+                progress(f"{tag} stopped {', '.join(dropped)}: outside the better half and worse than "
+                         f"{kept[0]} beyond validation noise; {len(kept)} of {total} go on")
+            alive = kept
+    if not alive:
         raise RuntimeError("Every candidate model failed on this table: "
-                           + "; ".join(f"{r['model']}: {r['error']}" for r in rows))
-    best = max(scored, key=lambda r: r["_score"])
-    for r in rows:
-        r["selected"] = r is best
-    for r in rows:
-        del r["_score"]
-    return best["model"], rows, fitted[best["model"]]
+                           + "; ".join(f"{r['model']}: {r['error']}" for r in rows.values()))
+    best = max(alive, key=lambda name: float(np.mean(per_row[name])))
+    out = list(rows.values())
+    for row in out:
+        row["selected"] = row["model"] == best
+    return best, out, fitted[best]
+
+
+def _nested_order(schema, X, codes, fit_idx, random_state) -> np.ndarray:
+    """``fit_idx`` in a seeded random order whose every prefix is a rung's subset; with class codes,
+    interleaved so each prefix keeps the classes' shares (stratified nested subsets)."""
+    rng = np.random.default_rng(random_state if isinstance(random_state, (int, np.integer)) else 0)
+    order = rng.permutation(fit_idx)
+    if codes is None:
+        return order
+    position = np.empty(len(order))
+    for k in np.unique(codes[order]):
+        members = np.flatnonzero(codes[order] == k)
+        position[members] = (np.arange(len(members)) + 0.5) / len(members)
+    return order[np.argsort(position, kind="stable")]
+
+
+def _with_every_level(schema, X, order, size) -> np.ndarray:
+    """The first ``size`` rows of ``order`` plus, for a categorical level they miss, its first row in
+    ``order`` (a rung's model has to know every level the validation rows hold)."""
+    head = list(order[:size])
+    for c in schema.features:
+        if schema.kinds[c] == "categorical":
+            values = X[c].iloc[order].to_numpy()
+            seen = set(values[:size])
+            for j in range(size, len(order)):
+                if values[j] not in seen:
+                    seen.add(values[j])
+                    head.append(order[j])
+    return np.asarray(list(dict.fromkeys(head)))
