@@ -220,7 +220,6 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
             ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
     order = _nested_order(schema, X, y if classify else None, fit_idx, random_state)
     sizes = rung_sizes(len(fit_idx))
-    X_val = schema.encode(X.iloc[val_idx])
     rows = {name: {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "rung_rows": None, "error": None}
             for name in candidates}
     alive, fitted, per_row, total = list(candidates), {}, {}, len(candidates)
@@ -238,7 +237,7 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
                 est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
                 seconds, _ = timed_fit(est, schema.encode(X.iloc[sub]), y[sub], schema.classes if classify else ())
                 row["fit_seconds"] = (row["fit_seconds"] or 0.0) + seconds
-                result = _score(est, X_val, y[val_idx], schema)
+                result = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)  # after make_estimator: encoding follows it
                 score, terms = result.pop("score"), result.pop("per_row")
                 if not math.isfinite(score):
                     raise FloatingPointError("non-finite validation score")
