@@ -62,3 +62,15 @@ def test_halving_stops_a_clearly_worse_candidate_after_the_first_rung():
     assert name == "RBF-ARD" and by["RBF-ARD"]["selected"] and by["RBF-ARD"]["rung_rows"] == n_fit
     assert by["Linear"]["rung_rows"] == sizes[0]  # stopped at the first rung
     assert any("stopped Linear" in m for m in messages)
+
+
+def test_small_tables_are_validated_by_folds_that_score_every_training_row_once():
+    rng = np.random.default_rng(2)
+    frame = pd.DataFrame({"x": rng.normal(size=100), "y": rng.normal(size=100)})
+    schema, X, y = TableSchema.infer(frame, "y")
+    fit_idx, val_idx = np.arange(20, 100), np.arange(20)
+    folds = [(fit_idx, val_idx)] + select_module._more_folds(schema, X, 100, fit_idx, None, 0)
+    assert len(folds) == 5
+    validated = np.concatenate([v for _, v in folds])
+    assert sorted(validated) == list(range(100))
+    assert all(len(np.intersect1d(f, v)) == 0 and len(f) + len(v) == 100 for f, v in folds)

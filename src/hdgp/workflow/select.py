@@ -24,7 +24,10 @@ Rule (documented in ``hdgp fit --help``):
    per-row score difference to the leader, :math:`\\bar d`, is below :math:`-2` standard
    errors (:func:`survivors`): a candidate within validation noise goes on, whatever its
    cost. A lone survivor goes straight to the last rung. The choice is the best score at the
-   last rung (all fitting rows, the same validation rows as a single comparison).
+   last rung (all fitting rows, the same validation rows as a single comparison). Up to
+   :data:`CV_MAX_ROWS` training rows (one rung) the fits are cheap and one split is noisy:
+   the score is then pooled over a 5-fold cross-validation whose first fold is that split
+   (every training row validated once, one calibration factor over all of them).
 3. The winner is refitted on all training rows, from its generic start and (hdgp's GP
    regressors) from its validated fit (``warm_start``), keeping the better training
    objective; its predictive variances are multiplied by its validation factor
@@ -46,7 +49,7 @@ from sklearn.model_selection import train_test_split
 
 from ..io.table import TableError
 from ..presets import preset
-from .classification import classifier_candidates, evaluate_classifier
+from .classification import classifier_candidates, evaluate_classifier, predict_proba_codes
 from .estimation import evaluate, keep_levels_in_training, make_estimator, timed_fit
 
 __all__ = ["candidate_models", "select_model", "rung_sizes", "survivors", "VALIDATION_FRACTION", "MIN_AUTO_ROWS",
@@ -57,6 +60,9 @@ VALIDATION_FRACTION = 0.2
 MIN_RUNG_ROWS = 200
 #: Each rung fits on this many times the rows of the one before, up to every fitting row.
 RUNG_GROWTH = 3
+#: Up to this many training rows, ``auto`` validates by K-fold cross-validation (every training
+#: row scored once) instead of one 80 / 20 split: fits are cheap there and one split is noisy.
+CV_MAX_ROWS = 600
 #: A candidate within this many standard errors of the leader's validation score is kept.
 NOISE_Z = 2.0
 #: ``auto`` needs at least this many training rows (so the validation split has ≥ 5).
@@ -220,6 +226,7 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
             ("val_log_density", "val_log_density_calibrated", "val_variance_ratio", "val_rmse"))
     order = _nested_order(schema, X, y if classify else None, fit_idx, random_state)
     sizes = rung_sizes(len(fit_idx))
+    cv = len(sizes) == 1 and n <= CV_MAX_ROWS
     rows = {name: {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "rung_rows": None, "error": None}
             for name in candidates}
     alive, fitted, per_row, total = list(candidates), {}, {}, len(candidates)
@@ -227,28 +234,30 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
         last = r == len(sizes) - 1
         if len(alive) == 1 and not last:  # a lone survivor goes straight to the full rung
             continue
-        sub = fit_idx if last else _with_every_level(schema, X, order, size)
-        tag = f"[auto rung {r + 1}/{len(sizes)}]" if len(sizes) > 1 else "[auto]"
+        if cv:  # cheap: every training row validated once, the 80 / 20 split its first fold
+            folds = [(fit_idx, val_idx)] + _more_folds(schema, X, n, fit_idx, y if classify else None, random_state)
+        else:
+            folds = [(fit_idx if last else _with_every_level(schema, X, order, size), val_idx)]
+        tag = (f"[auto rung {r + 1}/{len(sizes)}]" if len(sizes) > 1 else
+               f"[auto, {len(folds)}-fold]" if cv else "[auto]")
         scores = {}
         for i, name in enumerate(alive, 1):
-            progress(f"{tag} fitting {name} ({i}/{len(alive)}) on {len(sub)} rows, validating on {len(val_idx)}")
+            progress(f"{tag} fitting {name} ({i}/{len(alive)}) on {len(folds[0][0])} rows, validating on "
+                     f"{len(folds[0][1])}" + (f", {len(folds)} times" if cv else ""))
             row = rows[name]
             try:
-                est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
-                seconds, _ = timed_fit(est, schema.encode(X.iloc[sub]), y[sub], schema.classes if classify else ())
+                est, seconds, result = _validate(name, folds, X, y, schema, params, random_state)
                 row["fit_seconds"] = (row["fit_seconds"] or 0.0) + seconds
-                result = _score(est, schema.encode(X.iloc[val_idx]), y[val_idx], schema)  # after make_estimator: encoding follows it
                 score, terms = result.pop("score"), result.pop("per_row")
                 if not math.isfinite(score):
-                    raise FloatingPointError("non-finite validation score")
-                row.update(result, rung_rows=len(sub))
+                    raise _NonFinite("non-finite validation score")
+                row.update(result, rung_rows=len(folds[0][0]))
                 fitted[name], scores[name] = est, terms
             except Exception as exc:  # a family that cannot handle this table must not stop the others
                 bad = _rejected_parameter(exc, params, _parameters(name))
                 if bad is not None:  # ... but a value the user chose is the user's error, not the family's
                     raise ValueError(f"-p {bad}={params[bad]!r} is not valid for candidate {name}: {exc}") from exc
-                row["error"] = ("non-finite validation score" if isinstance(exc, FloatingPointError)
-                                and str(exc) == "non-finite validation score" else f"{type(exc).__name__}: {exc}")
+                row["error"] = str(exc) if isinstance(exc, _NonFinite) else f"{type(exc).__name__}: {exc}"
                 row.update(dict.fromkeys(keys), rung_rows=None)
                 fitted.pop(name, None)
             progress(f"{tag} {name}: {_message(row)}")
@@ -271,6 +280,68 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
     for row in out:
         row["selected"] = row["model"] == best
     return best, out, fitted[best]
+
+
+class _NonFinite(FloatingPointError):
+    """A candidate's validation score is not finite."""
+
+
+class _Pooled:
+    """Predictions of several folds' fits, pooled in the order of their validation rows, so that
+    :func:`_score` scores them as one model (one calibration factor over all the rows)."""
+
+    def __init__(self, mean=None, std=None, proba=None, classes=None):
+        self.mean, self.std, self.proba, self.classes_ = mean, std, proba, classes
+
+    def predict(self, X, return_std=False):
+        return (self.mean, self.std) if return_std else self.mean
+
+    def predict_proba(self, X):
+        return self.proba
+
+
+def _validate(name, folds, X, y, schema, params, random_state):
+    """Fit ``name`` on each fold's fitting rows; return the first fold's fit, the seconds and
+    :func:`_score` of the pooled validation predictions."""
+    classify = schema.task == "classification"
+    first, seconds, parts, targets = None, 0.0, [], []
+    for fit_rows, val_rows in folds:
+        est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
+        spent, _ = timed_fit(est, schema.encode(X.iloc[fit_rows]), y[fit_rows], schema.classes if classify else ())
+        seconds += spent
+        X_val = schema.encode(X.iloc[val_rows])  # after make_estimator: the encoding follows the estimator
+        if classify:
+            parts.append(predict_proba_codes(est, X_val, len(schema.classes)))
+        else:
+            parts.append(est.predict(X_val, return_std=True))
+        targets.append(y[val_rows])
+        first = est if first is None else first
+    if len(folds) == 1:
+        return first, seconds, _score(first, schema.encode(X.iloc[folds[0][1]]), targets[0], schema)
+    if classify:
+        pooled = _Pooled(proba=np.concatenate(parts), classes=np.arange(len(schema.classes)))
+    else:
+        pooled = _Pooled(mean=np.concatenate([m for m, _ in parts]), std=np.concatenate([s for _, s in parts]))
+    return first, seconds, _score(pooled, None, np.concatenate(targets), schema)
+
+
+def _more_folds(schema, X, n, fit_idx, codes, random_state) -> list:
+    """Folds 2..K of a K-fold split (K = ``round(1 / VALIDATION_FRACTION)``) that completes the first
+    80 / 20 split: its fitting rows ``fit_idx``, dealt into K − 1 validation parts (by class when
+    ``codes`` are given)."""
+    k = round(1 / VALIDATION_FRACTION) - 1
+    rng = np.random.default_rng(random_state if isinstance(random_state, (int, np.integer)) else 0)
+    rest = rng.permutation(fit_idx)
+    if codes is not None:  # deal each class round the parts
+        rest = rest[np.argsort(codes[rest], kind="stable")]
+    parts = [rest[j::k] for j in range(k)]
+    out = []
+    for part in parts:
+        train = np.setdiff1d(np.arange(n), part)
+        train, part, _ = keep_levels_in_training(schema, X, train, part)
+        if len(part):
+            out.append((train, part))
+    return out
 
 
 def _nested_order(schema, X, codes, fit_idx, random_state) -> np.ndarray:
