@@ -1,10 +1,44 @@
-"""Click option helpers shared by ``hdgp`` and ``hdgp bench``: lists of names."""
+"""Click helpers shared by ``hdgp`` and ``hdgp bench``: lists of names, subcommands loaded on use."""
 
 from __future__ import annotations
 
+import importlib
+
 import click
 
-__all__ = ["ListOption", "split_list"]
+__all__ = ["LazyGroup", "ListOption", "split_list"]
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands ``lazy_commands`` (name → (module, attribute, short help)) are
+    imported only when run or asked for their help; the group's own ``--help`` lists them with the
+    given short help, importing nothing."""
+
+    def __init__(self, *args, lazy_commands=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy_commands = dict(lazy_commands or {})
+
+    def list_commands(self, ctx):
+        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
+
+    def get_command(self, ctx, name):
+        if name in self.lazy_commands and name not in self.commands:
+            module, attribute, _ = self.lazy_commands[name]
+            self.add_command(getattr(importlib.import_module(module), attribute), name)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx, formatter):
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in self.lazy_commands and name not in self.commands:
+                rows.append((name, self.lazy_commands[name][2]))
+            else:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(formatter.width - 6 - len(name))))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
 
 def split_list(values) -> list[str]:

@@ -16,17 +16,10 @@ import warnings
 from pathlib import Path
 
 import click
-import numpy as np
 
-from .._summary import learned_quantities
-from ..exceptions import HDGPWarning
-from ..io import ModelFileError, TableError, load, read_table, save
-from ..io.atomic import write_bytes_atomic
-from ..io.table import TABLE_FORMATS
-from .fitting import fit_table
-from .report import report_data, write_report
-from .tabular import TabularModel
 
+# The hdgp modules these commands call are imported inside the commands: each loads torch,
+# scikit-learn or matplotlib (seconds), which `hdgp fit --help` and `hdgp predict --help` need not.
 __all__ = ["fit", "predict", "explain"]
 
 _MODEL_HELP = ("Model: auto, oak, additive, dpa-gp-ard, sigp, rbf-ard or any name from `hdgp presets` "
@@ -56,6 +49,8 @@ def _params(values) -> dict:
 
 def _jsonable(value):
     """Plain JSON types; NaN and infinity (not JSON) become null."""
+    import numpy as np  # deferred: only output needs it, `--help` does not
+
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -76,6 +71,9 @@ def _progress(quiet: bool):
 
 
 def _load_table_model(path):
+    from ..io import ModelFileError, load  # deferred: model files load torch
+    from .tabular import TabularModel  # deferred: imports the estimators (torch)
+
     try:
         model = load(path)
     except ModelFileError as exc:
@@ -168,6 +166,11 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
       hdgp fit houses.parquet -t price --model oak --drop id --categorical zip
       hdgp fit cancer.csv -t diagnosis --model oak -o cancer.hdgp   # classification
     """
+    from .._summary import learned_quantities  # deferred: torch
+    from ..io import TableError, read_table, save  # deferred: pandas readers, model files (torch)
+    from ..io.table import TABLE_FORMATS  # deferred: pandas
+    from .fitting import fit_table  # deferred: the estimators (torch, gpytorch, scikit-learn)
+
     out = Path(output)
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
@@ -267,6 +270,11 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
     Example:
       hdgp predict diabetes.hdgp new_patients.csv -o predictions.csv --id-column patient
     """
+    from ..exceptions import HDGPWarning  # deferred: scikit-learn (its ConvergenceWarning)
+    from ..io import TableError, read_table  # deferred: pandas readers
+    from ..io.atomic import write_bytes_atomic  # deferred: with the io package (model files: torch)
+    from ..io.table import TABLE_FORMATS  # deferred: pandas
+
     out = Path(output)
     _output_ok(out, "predictions", tuple(TABLE_FORMATS), inputs=(data, model_file))
     kind = TABLE_FORMATS[out.suffix.lower()]
@@ -336,6 +344,8 @@ def explain(model_file, top, output, as_json, quiet):
     Example:
       hdgp explain diabetes.hdgp --top 10 -o report/   # then open report/report.html
     """
+    from .report import report_data, write_report  # deferred: matplotlib
+
     tm = _load_table_model(model_file)
     _progress(quiet)(f"writing the report for {tm.metadata.get('model')} to {str(output).rstrip('/')}/")
     try:
