@@ -167,24 +167,34 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
       hdgp fit cancer.csv -t diagnosis --model oak -o cancer.hdgp   # classification
     """
     from .._summary import learned_quantities  # deferred: torch
+    from ..exceptions import HDGPWarning  # deferred: scikit-learn (its ConvergenceWarning)
     from ..io import TableError, read_table, save  # deferred: pandas readers, model files (torch)
     from ..io.table import TABLE_FORMATS  # deferred: pandas
     from .fitting import fit_table  # deferred: the estimators (torch, gpytorch, scikit-learn)
+    from .report import mean_baseline_rmse  # deferred: matplotlib
+    from .report_classification import majority_class_rate  # deferred: with the report
 
     out = Path(output)
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
         frame = read_table(data, sep=sep, na_values=_columns(na_values))
-        tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
-                       drop=_columns(drop, frame.columns),
-                       drop_missing=drop_missing, test_size=test_size, random_state=random_state,
-                       params=_params(params), refit_all=refit_all, progress=_progress(quiet),
-                       verbose=not quiet and not as_json and sys.stderr.isatty())  # bars only on a terminal
+        with warnings.catch_warnings(record=True) as caught:  # shown as plain lines, not with source code
+            warnings.simplefilter("always", HDGPWarning)
+            tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
+                           drop=_columns(drop, frame.columns),
+                           drop_missing=drop_missing, test_size=test_size, random_state=random_state,
+                           params=_params(params), refit_all=refit_all, progress=_progress(quiet),
+                           verbose=not quiet and not as_json and sys.stderr.isatty())  # bars only on a terminal
         tm.metadata["data"]["file"] = Path(data).name
         save(tm, out)
     except (TableError, ValueError, TypeError, RuntimeError, FloatingPointError, OSError) as exc:  # OSError: disk full
         _fail(exc)
     meta = tm.metadata
+    for w in caught:  # fit_table's own warnings are in meta["warnings"]; others as Python shows them
+        if not issubclass(w.category, HDGPWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        elif str(w.message) not in meta["warnings"]:
+            meta["warnings"].append(str(w.message))
     if as_json:
         click.echo(json.dumps(_jsonable({
             "task": tm.task, "classes": list(tm.schema.classes) if tm.task == "classification" else None,
@@ -200,11 +210,17 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     m = meta["metrics"]
     if m and tm.task == "classification":
         auc = "—" if m["roc_auc"] is None else f"{m['roc_auc']:.3f}"
-        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows, stratified): accuracy {m['accuracy']:.3f}, "
+        majority = majority_class_rate(tm)
+        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows, stratified): accuracy {m['accuracy']:.3f}"
+                   + ("" if majority is None else f" (majority-class rate {majority:.3f})") + ", "
                    f"balanced accuracy {m['balanced_accuracy']:.3f}, log-loss {m['log_loss']:.4g}, "
                    f"Brier {m['brier']:.4g}, ROC AUC {auc}; calibration error (ECE) {m['ece']:.3f}")
     elif m:
-        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}, "
+        baseline = mean_baseline_rmse(tm)
+        r2 = "—" if m["r2"] is None or not math.isfinite(m["r2"]) else f"{m['r2']:.3f}"
+        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}"
+                   + ("" if baseline is None else f" (predicting the training mean: {baseline:.4g})")
+                   + f", R² {r2}, "
                    f"NLPD {m['nlpd']:.4g}; interval coverage 50 % → {100 * m['coverage_50']:.0f} %, "
                    f"90 % → {100 * m['coverage_90']:.0f} %, 95 % → {100 * m['coverage_95']:.0f} %")
     if meta["refit_all"]:
