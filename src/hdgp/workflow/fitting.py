@@ -221,7 +221,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     X_fit = schema.encode(X_train)
     try:
-        seconds, caught = timed_fit(est, X_fit, y_train, schema.classes)
+        seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
     except ValueError as exc:
         raise _rare_class_error(exc, name, schema, y, y_train) from exc
     if winner is not None and "warm_start" in winner.get_params():
