@@ -59,9 +59,11 @@ def test_halving_stops_a_clearly_worse_candidate_after_the_first_rung():
     sizes = select_module.rung_sizes(n_fit)
     assert len(sizes) == 2
     by = {r["model"]: r for r in rows}
-    assert name == "RBF-ARD" and by["RBF-ARD"]["selected"] and by["RBF-ARD"]["rung_rows"] == n_fit
+    assert name == "RBF-ARD" and by["RBF-ARD"]["selected"]
     assert by["Linear"]["rung_rows"] == sizes[0]  # stopped at the first rung
     assert any("stopped Linear" in m for m in messages)
+    alone = any("RBF-ARD is the only candidate left" in m for m in messages)
+    assert by["RBF-ARD"]["rung_rows"] == (sizes[0] if alone else n_fit)
 
 
 def test_small_tables_are_validated_by_folds_that_score_every_training_row_once():
@@ -74,3 +76,18 @@ def test_small_tables_are_validated_by_folds_that_score_every_training_row_once(
     validated = np.concatenate([v for _, v in folds])
     assert sorted(validated) == list(range(100))
     assert all(len(np.intersect1d(f, v)) == 0 and len(f) + len(v) == 100 for f, v in folds)
+
+
+def test_a_rung_fits_with_the_engine_of_the_full_fit():
+    import hdgp
+
+    for name, engine in (("RBF-ARD", "sparse"), ("DPA-GP-ARD", "ski")):
+        est = hdgp.preset(name)
+        select_module._same_engine(est, {}, 12_800)  # a 1,422-row rung of a 16,000-row table
+        assert est.get_params()["inference"] == engine
+        small = hdgp.preset(name)
+        select_module._same_engine(small, {}, 800)
+        assert small.get_params()["inference"] == "exact"
+        chosen = hdgp.preset(name).set_params(inference="exact")  # the user's -p inference=... stays
+        select_module._same_engine(chosen, {"inference": "exact"}, 12_800)
+        assert chosen.get_params()["inference"] == "exact"

@@ -215,7 +215,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     selection = winner = None
     if name is None:
         name, selection, winner = select(X_train, y_train, schema, params=params, random_state=random_state,
-                                          progress=progress, candidates=None)
+                                          progress=progress, candidates=None, verbose=verbose)
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")

@@ -23,8 +23,10 @@ Rule (documented in ``hdgp fit --help``):
    rows. After a rung a candidate stops when it is outside the better half *and* its paired
    per-row score difference to the leader, :math:`\\bar d`, is below :math:`-2` standard
    errors (:func:`survivors`): a candidate within validation noise goes on, whatever its
-   cost. A lone survivor goes straight to the last rung. The choice is the best score at the
-   last rung (all fitting rows, the same validation rows as a single comparison). Up to
+   cost. A rung's fits use the inference engine of the last rung (e.g. SKI or sparse above 5000
+   rows, not exact inference on a 4000-row rung). The choice is the best score at the last
+   rung (all fitting rows, the same validation rows as a single comparison), or the lone
+   survivor of an earlier rung (its validation factor from that rung). Up to
    :data:`CV_MAX_ROWS` training rows (one rung) the fits are cheap and one split is noisy:
    the score is then pooled over a 5-fold cross-validation whose first fold is that split
    (every training row validated once, one calibration factor over all of them).
@@ -138,9 +140,11 @@ def _message(row: dict) -> str:
     if row["error"] is not None:
         return f"failed ({row['error']})"
     if "val_log_loss" in row:
-        return f"validation log-loss {row['val_log_loss']:.4g}, accuracy {row['val_accuracy']:.3f}"
-    return (f"validation log density {row['val_log_density']:.4g} (calibrated {row['val_log_density_calibrated']:.4g}, "
-            f"variance × {row['val_variance_ratio']:.3g}), RMSE {row['val_rmse']:.4g}")
+        return (f"validation log-loss {row['val_log_loss']:.4g}, accuracy {row['val_accuracy']:.3f} "
+                f"({row['fit_seconds']:.1f} s)")
+    return (f"validation log density {row['val_log_density']:.4g} (calibrated "
+            f"{row['val_log_density_calibrated']:.4g}, variance × {row['val_variance_ratio']:.3g}), "
+            f"RMSE {row['val_rmse']:.4g} ({row['fit_seconds']:.1f} s)")
 
 
 def _rejected_parameter(exc: Exception, params, accepted) -> str | None:
@@ -195,7 +199,7 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     return name, rows
 
 
-def select(X, y, schema, *, params, random_state, progress, candidates):
+def select(X, y, schema, *, params, random_state, progress, candidates, verbose=False):
     """:func:`select_model`, also returning the winner as fitted on the validation split's other rows."""
     progress = progress or (lambda message: None)
     n = len(y)
@@ -232,8 +236,10 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
     alive, fitted, per_row, total = list(candidates), {}, {}, len(candidates)
     for r, size in enumerate(sizes):
         last = r == len(sizes) - 1
-        if len(alive) == 1 and not last:  # a lone survivor goes straight to the full rung
-            continue
+        if len(alive) == 1 and r > 0:  # a lone survivor is the choice: its last rung scored it
+            progress(f"[auto] {alive[0]} is the only candidate left after rung {r} of {len(sizes)}: the "
+                     "remaining rungs are skipped")
+            break
         if cv:  # cheap: every training row validated once, the 80 / 20 split its first fold
             folds = [(fit_idx, val_idx)] + _more_folds(schema, X, n, fit_idx, y if classify else None, random_state)
         else:
@@ -246,7 +252,8 @@ def select(X, y, schema, *, params, random_state, progress, candidates):
                      f"{len(folds[0][1])}" + (f", {len(folds)} times" if cv else ""))
             row = rows[name]
             try:
-                est, seconds, result = _validate(name, folds, X, y, schema, params, random_state)
+                est, seconds, result = _validate(name, folds, X, y, schema, params, random_state, verbose,
+                                                 n_final=len(fit_idx))
                 row["fit_seconds"] = (row["fit_seconds"] or 0.0) + seconds
                 score, terms = result.pop("score"), result.pop("per_row")
                 if not math.isfinite(score):
@@ -300,13 +307,25 @@ class _Pooled:
         return self.proba
 
 
-def _validate(name, folds, X, y, schema, params, random_state):
+def _same_engine(est, params, n_final: int) -> None:
+    """Give a rung's candidate the inference engine its fit on all ``n_final`` fitting rows resolves
+    to (``inference="auto"`` picks exact inference on a small rung, sparse or SKI on a large table):
+    the screen then compares the models that the last rung fits, at their cost."""
+    if "inference" in (params or {}) or "inference" not in est.get_params() or not hasattr(est, "_resolve_inference"):
+        return
+    if est.get_params()["inference"] == "auto":
+        est.set_params(inference=est._resolve_inference(n_final))
+
+
+def _validate(name, folds, X, y, schema, params, random_state, verbose=False, n_final=None):
     """Fit ``name`` on each fold's fitting rows; return the first fold's fit, the seconds and
     :func:`_score` of the pooled validation predictions."""
     classify = schema.task == "classification"
     first, seconds, parts, targets = None, 0.0, [], []
     for fit_rows, val_rows in folds:
-        est = make_estimator(name, schema, params=params, random_state=random_state, strict=False)
+        est = make_estimator(name, schema, params=params, random_state=random_state, strict=False, verbose=verbose)
+        if n_final is not None and len(fit_rows) < n_final:
+            _same_engine(est, params, n_final)
         spent, _ = timed_fit(est, schema.encode(X.iloc[fit_rows]), y[fit_rows], schema.classes if classify else ())
         seconds += spent
         X_val = schema.encode(X.iloc[val_rows])  # after make_estimator: the encoding follows the estimator
