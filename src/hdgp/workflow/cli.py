@@ -142,14 +142,17 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     no evaluation, all rows). Columns that number the rows (a pandas index
     written to the CSV) or hold a single value are left out, with a note.
 
-    --model auto fits the candidates suited to the data size (n ≤ 3000: OAK,
+    --model auto compares the candidates suited to the data size (n ≤ 3000: OAK,
     DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
-    beyond: DPA-GP-ARD, SGPR-RBF-ARD) on 80 % of the training rows, keeps the one
-    with the best mean log predictive density on the other 20 % once its
-    predictive variances are calibrated there (one factor: the mean squared
-    standardised error), refits it on all training rows (also from where its
-    validated fit ended, keeping the better training objective) and keeps its
-    factor.
+    beyond: DPA-GP-ARD, SGPR-RBF-ARD) by their mean log predictive density on
+    20 % of the training rows once their predictive variances are calibrated
+    there (one factor: the mean squared standardised error). Candidates are
+    fitted by successive halving on growing subsets of the other 80 % (×3 per
+    rung, from 200 rows): after a rung, one outside the better half and worse
+    than the leader beyond validation noise stops. Up to 600 training rows the
+    score is pooled over a 5-fold cross-validation instead. The winner is refitted
+    on all training rows (also from where its validated fit ended, keeping the
+    better training objective) and keeps its factor.
 
     Classification (--task auto picks it for a text, true/false or two-valued
     target): the held-out share is stratified by class (at least one row of every
@@ -239,20 +242,23 @@ def _echo_selection(rows, task: str) -> None:
         return "—" if value is None else format(value, fmt)
 
     if task == "classification":
-        click.echo("\nModel comparison (validation split of the training rows; lower log-loss is better):")
-        click.echo(f"  {'model':<16}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}")
+        click.echo("\nModel comparison (validation rows of the training rows; lower log-loss is better; rows: "
+                   "fitted at the candidate's last rung):")
+        click.echo(f"  {'model':<16}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}{'rows':>8}")
         cells = [(cell(r["val_log_loss"], ".4g"), cell(r["val_accuracy"], ".3f")) for r in rows]
     else:
-        click.echo("\nModel comparison (validation split of the training rows; higher calibrated log density "
-                   "is better):")
-        click.echo(f"  {'model':<14}{'log density':>12}{'calibrated':>12}{'variance ×':>12}{'RMSE':>11}{'fit (s)':>9}")
+        click.echo("\nModel comparison (validation rows of the training rows; higher calibrated log density "
+                   "is better; rows: fitted at the candidate's last rung):")
+        click.echo(f"  {'model':<14}{'log density':>12}{'calibrated':>12}{'variance ×':>12}{'RMSE':>11}{'fit (s)':>9}"
+                   f"{'rows':>8}")
         cells = [(cell(r["val_log_density"], ".4g"), cell(r["val_log_density_calibrated"], ".4g"),
                   cell(r["val_variance_ratio"], ".3g"), cell(r["val_rmse"], ".4g")) for r in rows]
     width = (16, 10, 10) if task == "classification" else (14, 12, 12, 12, 11)
     for r, values in zip(rows, cells):
         mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
         columns = "".join(f"{v:>{w}}" for v, w in zip(values, width[1:]))
-        click.echo(f"  {r['model']:<{width[0]}}{columns}{cell(r['fit_seconds'], '.1f'):>9}{mark}")
+        rows_cell = cell(r.get("rung_rows"), "d")
+        click.echo(f"  {r['model']:<{width[0]}}{columns}{cell(r['fit_seconds'], '.1f'):>9}{rows_cell:>8}{mark}")
 
 
 # -------------------------------------------------------------------- predict

@@ -143,7 +143,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     model : str, default="auto"
         A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
-        or :func:`hdgp.workflow.classification.classifier_candidates` and keep the one
+        or :func:`hdgp.workflow.classification.classifier_candidates` by successive halving on
+        growing subsets (5-fold cross-validation up to 600 training rows) and keep the one
         with the best calibrated validation log predictive density / log-loss
         (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
         (from its generic start and, for hdgp's GP regressors, also from its validated
