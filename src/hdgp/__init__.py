@@ -7,6 +7,8 @@ light, so ``hdgp --help`` starts without torch, gpytorch or scikit-learn.
 from __future__ import annotations
 
 import importlib
+import sys
+import types
 
 from ._version import __version__
 
@@ -52,3 +54,20 @@ def __getattr__(name: str):
 
 def __dir__():
     return sorted(set(globals()) | set(__all__))
+
+
+class _Package(types.ModuleType):
+    """``hdgp.presets`` is the function :func:`hdgp.presets.presets`, though a submodule has that name:
+    importing the submodule binds it on the package (after ``hdgp.preset`` loads it), which would hide
+    the function; the property keeps the function the public name."""
+
+    @property
+    def presets(self):
+        return importlib.import_module(f"{__name__}.presets").presets
+
+    @presets.setter
+    def presets(self, value):  # the import system binding the submodule: the function stays the name
+        pass
+
+
+sys.modules[__name__].__class__ = _Package

@@ -9,6 +9,46 @@ import click
 __all__ = ["LazyGroup", "ListOption", "split_list"]
 
 
+class _LazyCommands(dict):
+    """A group's ``commands``: the lazy ones appear as keys and are imported when looked up."""
+
+    def __init__(self, lazy: dict):
+        super().__init__()
+        self.lazy = lazy
+
+    def loaded(self, name) -> bool:
+        return dict.__contains__(self, name)
+
+    def __missing__(self, name):
+        if name not in self.lazy:
+            raise KeyError(name)
+        module, attribute, _ = self.lazy[name]
+        command = getattr(importlib.import_module(module), attribute)
+        self[name] = command
+        return command
+
+    def __contains__(self, name):
+        return dict.__contains__(self, name) or name in self.lazy
+
+    def get(self, name, default=None):
+        return self[name] if name in self else default
+
+    def __iter__(self):
+        return iter(sorted(set(dict.keys(self)) | set(self.lazy)))
+
+    def __len__(self):
+        return len(set(dict.keys(self)) | set(self.lazy))
+
+    def keys(self):
+        return list(self)
+
+    def items(self):
+        return [(name, self[name]) for name in self]
+
+    def values(self):
+        return [self[name] for name in self]
+
+
 class LazyGroup(click.Group):
     """A group whose subcommands ``lazy_commands`` (name → (module, attribute, short help)) are
     imported only when run or asked for their help; the group's own ``--help`` lists them with the
@@ -16,22 +56,18 @@ class LazyGroup(click.Group):
 
     def __init__(self, *args, lazy_commands=None, **kwargs):
         super().__init__(*args, **kwargs)
-        self.lazy_commands = dict(lazy_commands or {})
+        commands = _LazyCommands(dict(lazy_commands or {}))
+        commands.update(self.commands)
+        self.commands = commands
 
     def list_commands(self, ctx):
-        return sorted(set(super().list_commands(ctx)) | set(self.lazy_commands))
-
-    def get_command(self, ctx, name):
-        if name in self.lazy_commands and name not in self.commands:
-            module, attribute, _ = self.lazy_commands[name]
-            self.add_command(getattr(importlib.import_module(module), attribute), name)
-        return super().get_command(ctx, name)
+        return list(self.commands)
 
     def format_commands(self, ctx, formatter):
         rows = []
         for name in self.list_commands(ctx):
-            if name in self.lazy_commands and name not in self.commands:
-                rows.append((name, self.lazy_commands[name][2]))
+            if not self.commands.loaded(name):
+                rows.append((name, self.commands.lazy[name][2]))
             else:
                 command = self.commands[name]
                 if not command.hidden:
