@@ -3,8 +3,7 @@
 Rule (documented in ``hdgp fit --help``):
 
 1. Candidates by training-set size n (:func:`candidate_models`):
-   n ≤ 3000: OAK, Additive (Duvenaud et al.'s kernel of all interaction orders), DPA-GP-ARD,
-   RBF-ARD, SIGP (exact inference, all affordable);
+   n ≤ 3000: OAK, DPA-GP-ARD, RBF-ARD, SIGP (exact inference, all affordable);
    3000 < n ≤ 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
    n > 20000: DPA-GP-ARD (SKI, linear in n), SGPR-RBF-ARD.
 2. The training rows are split once more (80 / 20, seeded): every candidate is scored
@@ -75,7 +74,7 @@ MIN_AUTO_ROWS = 25
 def candidate_models(n: int) -> list[str]:
     """Preset names tried by ``--model auto`` for ``n`` training rows."""
     if n <= 3000:
-        return ["OAK", "Additive", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
+        return ["OAK", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
     if n <= 20000:
         return ["DPA-GP-ARD", "SGPR-RBF-ARD", "SIGP"]
     return ["DPA-GP-ARD", "SGPR-RBF-ARD"]
