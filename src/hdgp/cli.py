@@ -1,6 +1,8 @@
 """Command-line interface: ``hdgp --help``.
 
-The CLI only parses arguments and calls the public Python API.
+The CLI only parses arguments and calls the public Python API. It starts fast: the modules
+behind a command (torch, gpytorch, scikit-learn, matplotlib) are imported only when that
+command runs, or shows its own help.
 """
 
 from __future__ import annotations
@@ -10,15 +12,18 @@ import json
 import click
 
 from ._version import __version__
-from ._click import ListOption, split_list
-from .bench.cli import bench as _bench
-from .data import DATA_DIR_ENV, find_data_dir, list_datasets
-from .demo import DEMO_MODELS, run_demo
-from .presets import presets
-from .workflow.cli import explain as _explain, fit as _fit, predict as _predict
+from ._click import LazyGroup, ListOption, split_list
+
+#: Subcommands defined in other modules: name → (module, attribute, one-line help for `hdgp --help`).
+_LAZY_COMMANDS = {
+    "bench": ("hdgp.bench.cli", "bench", "Reproduce the papers' tables: run protocols, store results, render..."),
+    "fit": ("hdgp.workflow.cli", "fit", "Fit a GP model to a CSV/Parquet table and save it."),
+    "predict": ("hdgp.workflow.cli", "predict", "Predict the target for every row of a table."),
+    "explain": ("hdgp.workflow.cli", "explain", "Write an HTML report explaining a fitted model (works offline)."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=LazyGroup, lazy_commands=_LAZY_COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="hdgp")
 def main():
     """hdgp — structured Gaussian processes for high-dimensional tabular data.
@@ -46,6 +51,8 @@ def demo(dataset, split, models, output, as_json, quiet):
     Metrics use the target standardised with training statistics (an RMSE of one is
     the error of predicting the mean), as in the papers' tables.
     """
+    from .demo import DEMO_MODELS, run_demo  # deferred: fits models (torch, scikit-learn)
+
     try:
         rows = run_demo(dataset, split, split_list(models) or DEMO_MODELS, output, progress=not quiet)
     except (ValueError, FileNotFoundError, OSError) as exc:
@@ -63,6 +70,8 @@ def demo(dataset, split, models, output, as_json, quiet):
 @main.command("presets")
 def list_presets():
     """List the named model presets (the model names of the papers' tables)."""
+    from .presets import presets  # deferred: imports every estimator (torch)
+
     for name, description in presets().items():
         click.echo(f"{name:<18} {description}")
 
@@ -71,14 +80,12 @@ def list_presets():
 @click.option("--data-dir", default=None, help="Benchmark data folder (default: $HDGP_DATA_DIR).")
 def datasets(data_dir):
     """List built-in, synthetic and HDGP_DATA_DIR data sets."""
+    from .data import DATA_DIR_ENV, find_data_dir, list_datasets  # deferred: scikit-learn's data sets
+
     for name, source in list_datasets(data_dir).items():
         click.echo(f"{name:<20} {source}")
     if find_data_dir(data_dir) is None:
         click.echo(f"\n(UCI benchmark sets appear when {DATA_DIR_ENV} points to the shared data folder.)")
-
-
-for _command in (_bench, _fit, _predict, _explain):
-    main.add_command(_command)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,6 +9,7 @@ depend on the data size.
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -86,6 +87,38 @@ class _FlatParameters:
         ]).cpu().double().numpy()
 
 
+class _Progress:
+    """Counts objective evaluations against the fit's budget: a tqdm bar (elapsed time, seconds per
+    evaluation, and the time left if the whole budget were used, an upper bound) and an optional
+    ``callback(info)`` after each evaluation.
+
+    ``info``: ``evaluations`` (so far, over all starts), ``budget`` (the most the fit may use),
+    ``start`` (0-based), ``elapsed`` and ``seconds_per_evaluation`` (seconds), ``remaining_at_most``
+    (seconds: the evaluations left in the budget at the mean rate so far) and ``loss``.
+    """
+
+    def __init__(self, budget: int, *, verbose: bool, desc: str, callback=None):
+        self.budget, self.callback, self.count, self.start = budget, callback, 0, 0
+        self.t0 = time.perf_counter()
+        self.bar = tqdm(total=budget, disable=not verbose, desc=desc, leave=False, unit="eval",
+                        bar_format="{desc}: {n_fmt}/{total_fmt} evaluations [{elapsed} elapsed, "
+                                   "{rate_inv_fmt}, at most {remaining} left]{postfix}")
+
+    def step(self, loss: float) -> None:
+        self.count += 1
+        elapsed = time.perf_counter() - self.t0
+        per = elapsed / self.count
+        self.bar.set_postfix(loss=f"{loss:.4f}", refresh=False)
+        self.bar.update(1)
+        if self.callback is not None:
+            self.callback({"evaluations": self.count, "budget": self.budget, "start": self.start,
+                           "elapsed": elapsed, "seconds_per_evaluation": per,
+                           "remaining_at_most": per * max(self.budget - self.count, 0), "loss": loss})
+
+    def close(self) -> None:
+        self.bar.close()
+
+
 class _BudgetSpent(Exception):
     """The objective was asked for one evaluation more than an L-BFGS run may use."""
 
@@ -137,8 +170,7 @@ def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
         if value < best["loss"]:
             best["loss"], best["x"] = value, x.copy()
         if progress is not None:
-            progress.set_postfix(loss=f"{value:.4f}", refresh=False)
-            progress.update(1)
+            progress.step(value)
         return value, g
 
     x_start, iterations, status = flat.get(), 0, 0
@@ -206,8 +238,7 @@ def _run_adam(model, X, y, max_iter: int, lr: float, progress) -> tuple[float, i
         opt.step()
         window.append(value)
         if progress is not None:
-            progress.set_postfix(loss=f"{value:.4f}", refresh=False)
-            progress.update(1)
+            progress.step(value)
         if len(window) == window.maxlen:
             avg = sum(window) / len(window)
             if previous_avg - avg < 1e-4:
@@ -224,7 +255,7 @@ def _run_adam(model, X, y, max_iter: int, lr: float, progress) -> tuple[float, i
 def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, *,
                         optimizer: str = "lbfgs", max_iter: int | None = None,
                         n_restarts: int = 0, random_state=None, lr: float = 0.1,
-                        verbose: bool = False, desc: str = "fitting hyperparameters") -> FitResult:
+                        verbose: bool = False, desc: str = "fitting hyperparameters", callback=None) -> FitResult:
     """Maximise the (penalised) marginal likelihood of ``model`` in place.
 
     Parameters
@@ -250,7 +281,12 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
     random_state : int, numpy Generator or None
         Seed for the restarts.
     verbose : bool
-        Show a progress bar with the current loss.
+        Show a progress bar: evaluations out of the budget (``2 * max_iter`` per L-BFGS start,
+        ``max_iter`` per Adam start), elapsed time, seconds per evaluation, the time left if the
+        whole budget were used (an upper bound: L-BFGS usually stops well before) and the loss.
+    callback : callable, optional
+        Called after each objective evaluation with a dict (``evaluations``, ``budget``, ``start``,
+        ``elapsed``, ``seconds_per_evaluation``, ``remaining_at_most``, ``loss``).
     desc : str, default="fitting hyperparameters"
         Label of the progress bar (a fit in stages names each stage).
 
@@ -269,8 +305,12 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
     rng = np.random.default_rng(random_state)
     results = []
     total = 0
-    with tqdm(total=None, disable=not verbose, desc=desc, leave=False) as bar:
+    per_start = 2 * max_iter if optimizer == "lbfgs" else max_iter
+    bar = _Progress(per_start * (n_restarts + 1), verbose=verbose,
+                    desc=desc if n_restarts == 0 else f"{desc} ({n_restarts + 1} starts)", callback=callback)
+    try:
         for start in range(n_restarts + 1):
+            bar.start = start
             flat.set(x0 if start == 0 else x0 + rng.standard_normal(x0.shape))
             if optimizer == "lbfgs":
                 loss, n_eval, ok = _run_lbfgs(model, X, y, max_iter, bar)
@@ -278,6 +318,8 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
                 loss, n_eval, ok = _run_adam(model, X, y, max_iter, lr, bar)
             total += n_eval
             results.append((loss, flat.get(), ok))
+    finally:
+        bar.close()
     losses = [r[0] for r in results]
     best = int(np.argmin(losses))
     if not math.isfinite(losses[best]):

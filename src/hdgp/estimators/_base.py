@@ -23,9 +23,10 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .._arrays import as_float64
+from .._cost import cost_warning, estimate_fit
 from .._scaling import StandardizedInputs, target_scale, varies
 from .._threads import thread_budget
-from ..exceptions import NumericalWarning, warn_caller
+from ..exceptions import CostWarning, NumericalWarning, warn_caller
 from ..inference import ExactGPModel
 from ..inference.engines import ENGINE_REGISTRY, check_inference, engine_of, resolve_inference
 from ..inference.inducing import kmeans_inducing_points
@@ -41,6 +42,8 @@ __all__ = ["AUTO_EXACT_MAX_N", "BaseGPRegressor", "COMMON_PARAMS", "atomic_fit",
 
 #: ``inference="auto"`` uses exact inference up to this many training rows.
 AUTO_EXACT_MAX_N = 5000
+#: Fits on fewer rows skip the up-front cost estimate (:meth:`BaseGPRegressor._warn_if_costly`): they are quick.
+_COST_CHECK_MIN_ROWS = 300
 
 #: Sparse and variational fits also start from the hyperparameters of an exact fit on this
 #: many random training rows. From the generic initialisation the collapsed bound's trace
@@ -379,6 +382,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         if previous is None or not hasattr(self, "_fit_seed_"):  # a warm start keeps it: the same projections
             rng = check_random_state(self.random_state)
             self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
+        if previous is None:
+            self._warn_if_costly(Xt.shape[0], Xt.shape[1])
         fits = []
         # a warm start repeats the candidate that won before (its direction set, its OAK start)
         candidates = list(range(self._n_candidates())) if previous is None else [getattr(self, "best_candidate_", 0)]
@@ -411,6 +416,22 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         self.log_marginal_likelihood_value_ = -float(model.neg_log_marginal_likelihood(Xt, yt))
         self.variance_scale_ = 1.0
         return self
+
+    def _warn_if_costly(self, n: int, d: int) -> None:
+        """Warn up front (:class:`~hdgp.exceptions.CostWarning`, at the user's line) when the fit is
+        estimated far beyond an RBF-ARD fit of the same table or beyond a few minutes
+        (:func:`hdgp._cost.cost_warning`), naming the knobs that help."""
+        if n < _COST_CHECK_MIN_ROWS:
+            return
+        family = "oak" if hasattr(self, "max_order") else "projected" if hasattr(self, "n_projections") else "rbf"
+        order = getattr(self, "max_order", None)
+        cost = estimate_fit(n, d, engine=self.inference_, family=family,
+                            order=min(order, d) if isinstance(order, int) else None,
+                            n_projections=getattr(self, "n_projections", 20) or 20, n_inducing=self.n_inducing,
+                            starts=self._n_candidates() * (self.n_restarts + 1))
+        message = cost_warning(cost, type(self).__name__)
+        if message:
+            warn_caller(message, CostWarning)
 
     def _apply_variance_scale(self) -> None:
         self.posterior_.variance_scale = self.variance_scale_

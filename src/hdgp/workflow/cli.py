@@ -16,17 +16,10 @@ import warnings
 from pathlib import Path
 
 import click
-import numpy as np
 
-from .._summary import learned_quantities
-from ..exceptions import HDGPWarning
-from ..io import ModelFileError, TableError, load, read_table, save
-from ..io import atomic
-from ..io.table import TABLE_FORMATS
-from .fitting import fit_table
-from .report import report_data, write_report
-from .tabular import TabularModel
 
+# The hdgp modules these commands call are imported inside the commands: each loads torch,
+# scikit-learn or matplotlib (seconds), which `hdgp fit --help` and `hdgp predict --help` need not.
 __all__ = ["fit", "predict", "explain"]
 
 _MODEL_HELP = ("Model: auto, oak, additive, dpa-gp-ard, sigp, rbf-ard or any name from `hdgp presets` "
@@ -56,6 +49,8 @@ def _params(values) -> dict:
 
 def _jsonable(value):
     """Plain JSON types; NaN and infinity (not JSON) become null."""
+    import numpy as np  # deferred: only output needs it, `--help` does not
+
     if isinstance(value, dict):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, np.ndarray)):
@@ -76,6 +71,9 @@ def _progress(quiet: bool):
 
 
 def _load_table_model(path):
+    from ..io import ModelFileError, load  # deferred: model files load torch
+    from .tabular import TabularModel  # deferred: imports the estimators (torch)
+
     try:
         model = load(path)
     except ModelFileError as exc:
@@ -144,14 +142,17 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     no evaluation, all rows). Columns that number the rows (a pandas index
     written to the CSV) or hold a single value are left out, with a note.
 
-    --model auto fits the candidates suited to the data size (n ≤ 3000: OAK,
+    --model auto compares the candidates suited to the data size (n ≤ 3000: OAK,
     DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
-    beyond: DPA-GP-ARD, SGPR-RBF-ARD) on 80 % of the training rows, keeps the one
-    with the best mean log predictive density on the other 20 % once its
-    predictive variances are calibrated there (one factor: the mean squared
-    standardised error), refits it on all training rows (also from where its
-    validated fit ended, keeping the better training objective) and keeps its
-    factor.
+    beyond: DPA-GP-ARD, SGPR-RBF-ARD) by their mean log predictive density on
+    20 % of the training rows once their predictive variances are calibrated
+    there (one factor: the mean squared standardised error). Candidates are
+    fitted by successive halving on growing subsets of the other 80 % (×3 per
+    rung, from 200 rows): after a rung, one outside the better half and worse
+    than the leader beyond validation noise stops. Up to 600 training rows the
+    score is pooled over a 5-fold cross-validation instead. The winner is refitted
+    on all training rows (also from where its validated fit ended, keeping the
+    better training objective) and keeps its factor.
 
     Classification (--task auto picks it for a text, true/false or two-valued
     target): the held-out share is stratified by class (at least one row of every
@@ -168,20 +169,35 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
       hdgp fit houses.parquet -t price --model oak --drop id --categorical zip
       hdgp fit cancer.csv -t diagnosis --model oak -o cancer.hdgp   # classification
     """
+    from .._summary import learned_quantities  # deferred: torch
+    from ..exceptions import HDGPWarning  # deferred: scikit-learn (its ConvergenceWarning)
+    from ..io import TableError, read_table, save  # deferred: pandas readers, model files (torch)
+    from ..io.table import TABLE_FORMATS  # deferred: pandas
+    from .fitting import fit_table  # deferred: the estimators (torch, gpytorch, scikit-learn)
+    from .report import mean_baseline_rmse  # deferred: matplotlib
+    from .report_classification import majority_class_rate  # deferred: with the report
+
     out = Path(output)
     _output_ok(out, "model", inputs=(data,), refused=tuple(TABLE_FORMATS))
     try:
         frame = read_table(data, sep=sep, na_values=_columns(na_values))
-        tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
-                       drop=_columns(drop, frame.columns),
-                       drop_missing=drop_missing, test_size=test_size, random_state=random_state,
-                       params=_params(params), refit_all=refit_all, progress=_progress(quiet),
-                       verbose=not quiet and not as_json and sys.stderr.isatty())  # bars only on a terminal
+        with warnings.catch_warnings(record=True) as caught:  # shown as plain lines, not with source code
+            warnings.simplefilter("always", HDGPWarning)
+            tm = fit_table(frame, target, task=task, model=model, categorical=_columns(categorical, frame.columns),
+                           drop=_columns(drop, frame.columns),
+                           drop_missing=drop_missing, test_size=test_size, random_state=random_state,
+                           params=_params(params), refit_all=refit_all, progress=_progress(quiet),
+                           verbose=not quiet and not as_json and sys.stderr.isatty())  # bars only on a terminal
         tm.metadata["data"]["file"] = Path(data).name
         save(tm, out)
     except (TableError, ValueError, TypeError, RuntimeError, FloatingPointError, OSError) as exc:  # OSError: disk full
         _fail(exc)
     meta = tm.metadata
+    for w in caught:  # fit_table's own warnings are in meta["warnings"]; others as Python shows them
+        if not issubclass(w.category, HDGPWarning):
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        elif str(w.message) not in meta["warnings"]:
+            meta["warnings"].append(str(w.message))
     if as_json:
         click.echo(json.dumps(_jsonable({
             "task": tm.task, "classes": list(tm.schema.classes) if tm.task == "classification" else None,
@@ -197,11 +213,17 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     m = meta["metrics"]
     if m and tm.task == "classification":
         auc = "—" if m["roc_auc"] is None else f"{m['roc_auc']:.3f}"
-        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows, stratified): accuracy {m['accuracy']:.3f}, "
+        majority = majority_class_rate(tm)
+        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows, stratified): accuracy {m['accuracy']:.3f}"
+                   + ("" if majority is None else f" (majority-class rate {majority:.3f})") + ", "
                    f"balanced accuracy {m['balanced_accuracy']:.3f}, log-loss {m['log_loss']:.4g}, "
                    f"Brier {m['brier']:.4g}, ROC AUC {auc}; calibration error (ECE) {m['ece']:.3f}")
     elif m:
-        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}, R² {m['r2']:.3f}, "
+        baseline = mean_baseline_rmse(tm)
+        r2 = "—" if m["r2"] is None or not math.isfinite(m["r2"]) else f"{m['r2']:.3f}"
+        click.echo(f"\nHeld-out ({meta['data']['n_test']} rows): RMSE {m['rmse']:.4g}"
+                   + ("" if baseline is None else f" (predicting the training mean: {baseline:.4g})")
+                   + f", R² {r2}, "
                    f"NLPD {m['nlpd']:.4g}; interval coverage 50 % → {100 * m['coverage_50']:.0f} %, "
                    f"90 % → {100 * m['coverage_90']:.0f} %, 95 % → {100 * m['coverage_95']:.0f} %")
     if meta["refit_all"]:
@@ -220,20 +242,23 @@ def _echo_selection(rows, task: str) -> None:
         return "—" if value is None else format(value, fmt)
 
     if task == "classification":
-        click.echo("\nModel comparison (validation split of the training rows; lower log-loss is better):")
-        click.echo(f"  {'model':<16}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}")
+        click.echo("\nModel comparison (validation rows of the training rows; lower log-loss is better; rows: "
+                   "fitted at the candidate's last rung):")
+        click.echo(f"  {'model':<16}{'log-loss':>10}{'accuracy':>10}{'fit (s)':>9}{'rows':>8}")
         cells = [(cell(r["val_log_loss"], ".4g"), cell(r["val_accuracy"], ".3f")) for r in rows]
     else:
-        click.echo("\nModel comparison (validation split of the training rows; higher calibrated log density "
-                   "is better):")
-        click.echo(f"  {'model':<14}{'log density':>12}{'calibrated':>12}{'variance ×':>12}{'RMSE':>11}{'fit (s)':>9}")
+        click.echo("\nModel comparison (validation rows of the training rows; higher calibrated log density "
+                   "is better; rows: fitted at the candidate's last rung):")
+        click.echo(f"  {'model':<14}{'log density':>12}{'calibrated':>12}{'variance ×':>12}{'RMSE':>11}{'fit (s)':>9}"
+                   f"{'rows':>8}")
         cells = [(cell(r["val_log_density"], ".4g"), cell(r["val_log_density_calibrated"], ".4g"),
                   cell(r["val_variance_ratio"], ".3g"), cell(r["val_rmse"], ".4g")) for r in rows]
     width = (16, 10, 10) if task == "classification" else (14, 12, 12, 12, 11)
     for r, values in zip(rows, cells):
         mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
         columns = "".join(f"{v:>{w}}" for v, w in zip(values, width[1:]))
-        click.echo(f"  {r['model']:<{width[0]}}{columns}{cell(r['fit_seconds'], '.1f'):>9}{mark}")
+        rows_cell = cell(r.get("rung_rows"), "d")
+        click.echo(f"  {r['model']:<{width[0]}}{columns}{cell(r['fit_seconds'], '.1f'):>9}{rows_cell:>8}{mark}")
 
 
 # -------------------------------------------------------------------- predict
@@ -267,6 +292,11 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
     Example:
       hdgp predict diabetes.hdgp new_patients.csv -o predictions.csv --id-column patient
     """
+    from ..exceptions import HDGPWarning  # deferred: scikit-learn (its ConvergenceWarning)
+    from ..io import TableError, read_table  # deferred: pandas readers
+    from ..io import atomic  # deferred: with the io package (model files: torch)
+    from ..io.table import TABLE_FORMATS  # deferred: pandas
+
     out = Path(output)
     _output_ok(out, "predictions", tuple(TABLE_FORMATS), inputs=(data, model_file))
     kind = TABLE_FORMATS[out.suffix.lower()]
@@ -336,6 +366,8 @@ def explain(model_file, top, output, as_json, quiet):
     Example:
       hdgp explain diabetes.hdgp --top 10 -o report/   # then open report/report.html
     """
+    from .report import report_data, write_report  # deferred: matplotlib
+
     tm = _load_table_model(model_file)
     _progress(quiet)(f"writing the report for {tm.metadata.get('model')} to {str(output).rstrip('/')}/")
     try:

@@ -12,6 +12,7 @@ import pandas as pd
 from sklearn.base import is_classifier
 
 from .. import metrics as _metrics
+from ..exceptions import CostWarning
 from ..io.table import TableSchema
 from ..presets import preset, presets
 from .classification import classifier_for
@@ -122,12 +123,22 @@ def evaluate(est, X, y) -> tuple[dict, np.ndarray, np.ndarray]:
     return out, mean, std
 
 
-def timed_fit(est, X, y, classes=()):
+def timed_fit(est, X, y, classes=(), progress=None):
     """Fit; returns the seconds and the warnings. ``classes``: the labels of the codes 0..K-1 in
-    ``y``, which replace the codes in an estimator's "class <code>" error messages."""
+    ``y``, which replace the codes in an estimator's "class <code>" error messages. ``progress``:
+    called at once with a :class:`~hdgp.exceptions.CostWarning` (an estimate said before the fit
+    runs), not only after the fit with the other warnings."""
+    caught = []
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        caught.append(f"{category.__name__}: {message}")
+        if progress is not None and issubclass(category, CostWarning):
+            progress(f"warning: {message}")
+
     start = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings():
         warnings.simplefilter("always")
+        warnings.showwarning = show
         try:
             est.fit(X, y)
         except ValueError as exc:
@@ -138,7 +149,7 @@ def timed_fit(est, X, y, classes=()):
             if named == str(exc):
                 raise
             raise ValueError(named) from exc
-    return time.perf_counter() - start, sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+    return time.perf_counter() - start, sorted(set(caught))
 
 
 def keep_levels_in_training(schema: TableSchema, X_raw: pd.DataFrame, train_idx, test_idx):

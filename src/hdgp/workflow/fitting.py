@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from sklearn.model_selection import train_test_split
 
+from ..exceptions import HDGPWarning, warn_caller
 from ..io.table import TASKS, TableError, TableSchema
 from .classification import evaluate_classifier
 from .estimation import (COVERAGE_LEVELS, evaluate, keep_levels_in_training, make_estimator,
@@ -20,6 +21,56 @@ __all__ = ["fit_table", "make_estimator", "resolve_model", "evaluate", "COVERAGE
 
 #: Fewest training rows ``fit_table`` accepts.
 MIN_TRAIN_ROWS = 5
+#: A held-out R² at least this high, or a feature whose (rank) correlation with the target is at
+#: least this in absolute value, gets a warning that the target may leak into the features.
+LEAK_THRESHOLD = 0.999
+
+
+def _correlations(schema: TableSchema, X_raw: pd.DataFrame, y: np.ndarray) -> dict:
+    """Per numeric feature column: (|Pearson r|, |Spearman ρ|) with the target over ``X_raw``'s rows
+    (a two-class target as its 0/1 code; none for more classes)."""
+    if schema.task == "classification" and len(schema.classes) != 2:
+        return {}
+    target = pd.Series(np.asarray(y, float))
+    if target.nunique() < 2:
+        return {}
+    out = {}
+    for c in schema.features:
+        if schema.kinds[c] == "categorical":
+            continue
+        x = pd.Series(np.asarray(schema.column_values(X_raw[c], c), float))
+        if x.nunique() < 2:
+            continue
+        with np.errstate(all="ignore"):
+            out[c] = (abs(float(x.corr(target))), abs(float(x.corr(target, method="spearman"))))
+    return out
+
+
+def leak_warnings(schema: TableSchema, X_raw: pd.DataFrame, y: np.ndarray, r2=None, *,
+                  columns: bool = True) -> list[str]:
+    r"""Plain-words warnings that the target may leak into the features.
+
+    A feature column x is named when :math:`|r(x, y)| \ge` :data:`LEAK_THRESHOLD` (it nearly equals
+    an affine function of the target) or :math:`|\rho(x, y)| \ge` :data:`LEAK_THRESHOLD` (Spearman:
+    x is a monotone function of the target), over the training rows; a held-out ``r2`` at least
+    :data:`LEAK_THRESHOLD` is named with the columns most correlated with the target. ``columns=False``:
+    the R² warning only.
+    """
+    corr = _correlations(schema, X_raw, y)
+    out = []
+    for c, (pearson, spearman) in corr.items() if columns else ():
+        if pearson >= LEAK_THRESHOLD or spearman >= LEAK_THRESHOLD:
+            how = (f"correlation {pearson:.4f}" if pearson >= LEAK_THRESHOLD
+                   else f"it rises or falls with the target in the same order, rank correlation {spearman:.4f}")
+            out.append(f"Column {c!r} nearly equals the target {schema.target!r} ({how}). If it is computed from "
+                       f"the target or recorded after it, drop it (--drop {c}); otherwise the model only copies it.")
+    if r2 is not None and np.isfinite(r2) and r2 >= LEAK_THRESHOLD:
+        top = sorted(corr, key=lambda c: -max(corr[c]))[:3]
+        named = ", ".join(f"{c!r} ({max(corr[c]):.3f})" for c in top)
+        out.append(f"The held-out R² is {r2:.4f}: predictions this close to the target usually mean a column "
+                   f"gives the target away." + (f" Columns most correlated with it: {named}." if top else "")
+                   + " Check that no column is computed from the target, and drop any that is (--drop).")
+    return out
 
 
 def _quiet(message: str) -> None:
@@ -92,7 +143,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     model : str, default="auto"
         A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
-        or :func:`hdgp.workflow.classification.classifier_candidates` and keep the one
+        or :func:`hdgp.workflow.classification.classifier_candidates` by successive halving on
+        growing subsets (5-fold cross-validation up to 600 training rows) and keep the one
         with the best calibrated validation log predictive density / log-loss
         (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
         (from its generic start and, for hdgp's GP regressors, also from its validated
@@ -158,16 +210,19 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                  + ("; no held-out row is left, so the fit is not evaluated on held-out data" if not len(test_idx)
                     else ""))
     X_train, y_train = X_raw.iloc[train_idx], y[train_idx]
+    guards = leak_warnings(schema, X_train, y_train)  # before the fit: it may take long
+    for message in guards:
+        warn_caller(message, HDGPWarning)
     selection = winner = None
     if name is None:
         name, selection, winner = select(X_train, y_train, schema, params=params, random_state=random_state,
-                                          progress=progress, candidates=None)
+                                          progress=progress, candidates=None, verbose=verbose)
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     X_fit = schema.encode(X_train)
     try:
-        seconds, caught = timed_fit(est, X_fit, y_train, schema.classes)
+        seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
     except ValueError as exc:
         raise _rare_class_error(exc, name, schema, y, y_train) from exc
     if winner is not None and "warm_start" in winner.get_params():
@@ -194,7 +249,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                                                                             len(schema.classes))
         else:
             meta["metrics"], meta["holdout"]["mean"], meta["holdout"]["std"] = evaluate(est, X_test, y[test_idx])
-        progress("held-out " + ", ".join(f"{k} {v:.3g}" for k, v in meta["metrics"].items() if v is not None))
+        progress("held-out " + ", ".join(f"{k} {v:.3f}" if k == "r2" else f"{k} {v:.3g}"
+                                         for k, v in meta["metrics"].items() if v is not None))
         if refit_all:
             rows = np.concatenate([train_idx, test_idx])
             progress(f"refitting {name} on all {len(rows)} rows")
@@ -203,6 +259,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                 est.scale_variance(validation_factor)
             meta["refit_all"] = {"n_rows": int(len(rows)), "fit_seconds": seconds, "warnings": caught}
             progress(f"refitted in {seconds:.1f} s")
+    late = leak_warnings(schema, X_train, y_train, (meta["metrics"] or {}).get("r2"), columns=False)
+    for message in late:
+        warn_caller(message, HDGPWarning)
+    meta["warnings"] += guards + late
     return TabularModel(est, schema, meta)
 
 
