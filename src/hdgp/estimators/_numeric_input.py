@@ -101,10 +101,11 @@ def fill_missing(X, seed: int):
     """``X`` (a tensor or array) with each missing cell replaced by an observed value of its column
     drawn at random (seeded): a sample from the column's empirical measure, for placing inducing
     inputs, which have no missing cells. ``X`` itself when nothing is missing."""
-    missing = np.isnan(np.asarray(X.detach().cpu() if hasattr(X, "detach") else X))
+    values = X.detach().cpu().numpy() if hasattr(X, "detach") else np.asarray(X, dtype=float)
+    missing = np.isnan(values)
     if not missing.any():
         return X
-    values = np.array(X.detach().cpu() if hasattr(X, "detach") else X, dtype=float)
+    values = values.astype(float)  # a copy
     rng = np.random.default_rng(seed)
     for j in np.flatnonzero(missing.any(0)):
         rows = np.flatnonzero(missing[:, j])
