@@ -282,3 +282,18 @@ def test_column_with_no_observed_value_is_refused():
     X[:, 1] = np.nan
     with pytest.raises(ValueError, match=r"'x1' have no observed value"):
         _fit(X, y)
+
+
+def test_oak_classifier_fits_and_predicts_with_missing_cells():
+    from hdgp import OAKClassifier
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(120, 3))
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int)
+    X[rng.random(X.shape) < 0.2] = np.nan
+    clf = OAKClassifier(max_order=2, n_inducing=20, max_iter=40, random_state=0).fit(X, y)
+    assert not any(torch.isnan(p.X).any() for p in clf.posteriors_)
+    proba = clf.predict_proba(np.array([[1.5, np.nan, np.nan], [np.nan, np.nan, np.nan], [-1.5, 0.0, 0.0]]))
+    assert np.isfinite(proba).all()
+    assert proba[0, 1] > 0.5 > proba[2, 1]
+    assert np.isfinite(clf.input_summary_["centre"]).all()

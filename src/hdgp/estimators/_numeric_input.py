@@ -110,4 +110,4 @@ def fill_missing(X, seed: int):
     for j in np.flatnonzero(missing.any(0)):
         rows = np.flatnonzero(missing[:, j])
         values[rows, j] = rng.choice(values[~missing[:, j], j], size=len(rows))
-    return values
+    return X.new_tensor(values) if hasattr(X, "new_tensor") else values
