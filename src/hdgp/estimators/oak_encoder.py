@@ -6,6 +6,9 @@ categorical (``categorical_features``, ``binary_features``), warps continuous
 features with the sinh-arcsinh flow or standardises them, clips them on request
 (``transform_inputs``), and builds the input measures and the orthogonal additive kernel
 on the result (``make_measure``, ``make_kernel``; Lu et al. 2022, Sections 3-4).
+:class:`~hdgp.estimators.oak.OAKRegressor` is one (it inherits the encoder);
+:class:`~hdgp.estimators.oak_classifier.OAKClassifier` keeps one in ``encoder_``.
+Both use only these public methods.
 
 Missing cells (NaN, or a missing value in a categorical DataFrame column) stay NaN through
 the encoding; the kernel marginalises them
@@ -14,9 +17,6 @@ column (levels, two-point values, flow, range, measure) is fitted on its observe
 flow, which takes complete columns, sees each column's missing cells at evenly spaced quantiles
 of its observed values (:func:`_fill_for_flow`), which leaves each column's empirical
 distribution, and so its flow, nearly unchanged; the filled values are used for nothing else.
-:class:`~hdgp.estimators.oak.OAKRegressor` is one (it inherits the encoder);
-:class:`~hdgp.estimators.oak_classifier.OAKClassifier` keeps one in ``encoder_``.
-Both use only these public methods.
 """
 
 from __future__ import annotations
