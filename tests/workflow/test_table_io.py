@@ -180,7 +180,9 @@ def test_bad_cells_of_every_column_in_one_message():
     schema, _, _ = TableSchema.infer(_frame().assign(z=_frame()["x"]), "y", drop=["id"])
     new = _frame().assign(z=_frame()["x"]).astype({"x": object, "z": object})
     new.loc[1, "x"], new.loc[2, "z"] = "a", "b"
-    with pytest.raises(TableError, match=r"2 columns have bad cells: Column 'x'.*rows 2.*Column 'z'.*rows 3"):
+    new.loc[4, "colour"] = "green"
+    with pytest.raises(TableError, match=r"3 columns have bad cells: Column 'x'.*rows 2.*"
+                                         r"Column 'colour' has value\(s\) 'green' in rows 5.*Column 'z'.*rows 3"):
         schema.encode(new)
 
 

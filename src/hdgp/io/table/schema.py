@@ -119,18 +119,9 @@ def missing_note(frame: pd.DataFrame) -> str | None:
     return f"{rows} of {len(frame)} rows have missing feature cells (per column: {counts})"
 
 
-def _all_or_error(columns: dict, convert):
-    """``{name: convert(series, name)}`` for every column; the TableErrors of all the columns in one."""
-    out, errors = {}, []
-    for name, series in columns.items():
-        try:
-            out[name] = convert(series, name)
-        except TableError as exc:
-            errors.append(str(exc))
-    if errors:
-        raise TableError(errors[0] if len(errors) == 1 else
-                         f"{len(errors)} columns have bad cells: " + " ".join(errors))
-    return out
+def _one_error(errors: list) -> TableError:
+    """One TableError holding the messages of every column's bad cells."""
+    return TableError(errors[0] if len(errors) == 1 else f"{len(errors)} columns have bad cells: " + " ".join(errors))
 
 
 @dataclass
@@ -346,8 +337,7 @@ class TableSchema:
                     else sorted(s.dropna().unique(), key=_level_key)
                 levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
         if bad_cells:
-            raise TableError(bad_cells[0] if len(bad_cells) == 1 else
-                             f"{len(bad_cells)} columns have bad cells: " + " ".join(bad_cells))
+            raise _one_error(bad_cells)
         schema = cls(target=target, features=features, kinds=kinds,
                      dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
         schema.notes = notes + [note for c in features if kinds[c] == "numeric"
@@ -414,13 +404,14 @@ class TableSchema:
         frame = frame[self.features]
         if missing == "error":
             _check_missing(frame, training=False)
-        numeric = _all_or_error({c: frame[c] for c in self.features if self.kinds[c] != "categorical"},
-                                self.column_values)
-        out = {}
+        out, bad_cells = {}, []  # every column's bad cells, reported together
         for c in self.features:
             s = frame[c]
             if self.kinds[c] != "categorical":
-                out[c] = numeric[c]
+                try:
+                    out[c] = self.column_values(s, c)
+                except TableError as exc:
+                    bad_cells.append(str(exc))
                 continue
             absent = s.isna()
             labels = s.map(_level_label)
@@ -434,9 +425,10 @@ class TableSchema:
                 where = (f"Column {c!r} has value(s) {', '.join(map(repr, values))} in rows "
                          f"{_rows(frame.index[unseen.to_numpy()])} that the model never saw during training")
                 if unknown == "error":
-                    raise TableError(f"{where} (known: {', '.join(map(repr, self.levels[c]))}). Map them to a "
+                    bad_cells.append(f"{where} (known: {', '.join(map(repr, self.levels[c]))}). Map them to a "
                                      "known level, refit, or predict with unknown_levels='ignore' (CLI: "
                                      "--unknown-levels ignore).")
+                    continue
                 meaning = ("the average effect of the column" if self.encoding == "codes"
                            else "no known level (all its indicator columns 0)")
                 warn_caller(f"{where}: predicted with {meaning}.")
@@ -447,6 +439,8 @@ class TableSchema:
             else:
                 for i, v in enumerate(self.levels[c]):
                     out[f"{c}={v}"] = (codes == i).astype(np.float64)
+        if bad_cells:
+            raise _one_error(bad_cells)
         return pd.DataFrame(out, index=frame.index)
 
     def column_values(self, series: pd.Series, name: str) -> pd.Series:
