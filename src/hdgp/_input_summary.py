@@ -36,13 +36,14 @@ def summarize_inputs(Xt: torch.Tensor, level_columns=()) -> dict:
         (a constant column gets one unit-wide range around its value).
     """
     X = as_float64(Xt)
-    low, high = X.min(0), X.max(0)
-    centre = X.mean(0)
+    observed = [X[~np.isnan(X[:, j]), j] for j in range(X.shape[1])]  # missing cells (OAK) are left out
+    low, high = np.array([c.min() for c in observed]), np.array([c.max() for c in observed])
+    centre = np.array([c.mean() for c in observed])
     for j in level_columns:
-        centre[j] = np.bincount(X[:, j].astype(np.int64)).argmax()
+        centre[j] = np.bincount(observed[j].astype(np.int64)).argmax()
     flat = high <= low
     edges = np.linspace(np.where(flat, low - 0.5, low), np.where(flat, high + 0.5, high), HISTOGRAM_BINS + 1, axis=1)
-    counts = np.stack([np.histogram(X[:, j], bins=edges[j])[0] for j in range(X.shape[1])])
+    counts = np.stack([np.histogram(observed[j], bins=edges[j])[0] for j in range(X.shape[1])])
     return {"n_rows": int(X.shape[0]), "low": low, "high": high, "centre": centre, "counts": counts, "edges": edges}
 
 

@@ -480,6 +480,8 @@ def _draw_pair(fig, ax, est, u, mesh, mean, sd, names, level_labels, points, lev
     """Two features on ``ax``: with a discrete one, a curve (±2σ band or error bars) per level and a rug of the
     training values; else filled contours of the mean (on ``levels``), dashed contours of the posterior std
     and ``points`` (training rows, model units, columns ``u``) as dots."""
+    if points is not None:  # training rows with the pair's feature missing (OAK takes them) have no place here
+        points = points[~np.isnan(points).any(axis=1)]
     discrete = [_discrete_values(est, j) is not None for j in u]
     if any(discrete):  # one curve per level of the (first) discrete feature
         k = discrete.index(True)

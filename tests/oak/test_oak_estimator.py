@@ -415,18 +415,20 @@ def test_unknown_level_test_agrees_with_the_codes_of_a_dataframe_column():
         est.predict(pd.DataFrame({"a": [0.0, 0.0], "c": pd.Series([False, True], dtype=object)}))
 
 
-def test_missing_and_unused_categories_get_clear_errors():
+def test_missing_categories_are_marginalised_and_unused_ones_get_clear_errors():
     _, a, c, y = _frame_data()
     gaps = pd.Series(np.where(np.arange(60) % 7 == 0, None, c), dtype="category")
-    with pytest.raises(ValueError, match=r"Column 'c' has missing values \(rows \[0, 7"):
-        OAKRegressor(max_iter=5).fit(pd.DataFrame({"a": a, "c": gaps}), y)
+    fitted = OAKRegressor(max_order=2, max_iter=20, random_state=0).fit(pd.DataFrame({"a": a, "c": gaps}), y)
+    # a missing level: the average of the predictions over the levels, weighted by their training frequencies
+    levels, counts = np.unique(gaps.dropna().astype(str), return_counts=True)
+    each = fitted.predict(pd.DataFrame({"a": [0.3] * len(levels), "c": pd.Categorical(levels)}))
+    missing = fitted.predict(pd.DataFrame({"a": [0.3], "c": pd.Categorical([None], categories=levels)}))
+    np.testing.assert_allclose(missing[0], each @ (counts / counts.sum()))
     est = OAKRegressor(max_order=1, max_iter=5, random_state=0).fit(
         pd.DataFrame({"a": a, "c": pd.Categorical(c, categories=["u", "v", "w", "zz"])}), y)
     assert est.frame_levels_["c"] == ["u", "v", "w"]  # the unused category is not a level
     with pytest.raises(ValueError, match=r"level\(s\) zz not seen during fit \(known: u, v, w\); map them"):
         est.predict(pd.DataFrame({"a": [0.0], "c": ["zz"]}))
-    with pytest.raises(ValueError, match="missing values"):
-        est.predict(pd.DataFrame({"a": [0.0], "c": [None]}))
 
 
 def test_declarations_by_name_single_value_and_binary_text():

@@ -145,16 +145,45 @@ def test_missing_values_list_columns_and_rows():
     frame.loc[2, "x"] = np.nan
     frame.loc[5, "colour"] = None
     frame.loc[5, "y"] = np.nan
-    with pytest.raises(TableError, match=r"'x' \(rows 3\); 'colour' \(rows 6\); 'y' \(rows 6\).*--drop-missing"):
+    frame.loc[7, "colour"] = None
+    # a missing target drops its row (never imputed); the feature cells left are named, with every remedy
+    with pytest.raises(TableError, match=r"'x' \(rows 3\); 'colour' \(rows 8\).*--drop-missing.*--model oak"):
         TableSchema.infer(frame, "y", drop=["id"])
     schema, X, y = TableSchema.infer(frame, "y", drop=["id"], drop_missing=True)
-    assert len(X) == len(y) == 10
-    assert schema.notes[0].startswith("Dropped 2 of 12 rows with a missing value (missing cells per column: "
-                                      "'x' (1), 'colour' (1), 'y' (1);")
-    # at predict time the remedy is to complete the rows (--drop-missing is an option of fit)
-    with pytest.raises(TableError, match=r"'x' \(rows 3\).*NA, N/A.*predicts complete rows only") as info:
+    assert len(X) == len(y) == 9
+    assert schema.notes[0].startswith("Dropped 1 of 12 rows whose target 'y' is missing (rows 6); a target is never "
+                                      "imputed.")
+    assert schema.notes[1].startswith("Dropped 2 of 11 rows with a missing value (missing cells per column: "
+                                      "'x' (1), 'colour' (1);")
+    # at predict time the remedies are completing the rows, predict --drop-missing, or an OAK model
+    with pytest.raises(TableError, match=r"'x' \(rows 3\).*NA, N/A.*predict --drop-missing.*OAK"):
         schema.encode(frame)
-    assert "--drop-missing" not in str(info.value)
+    # a model that takes missing cells (OAK): rows kept with a note, NaN in the inputs
+    schema, X, y = TableSchema.infer(frame, "y", drop=["id"], keep_missing=True)
+    assert len(X) == len(y) == 11
+    assert schema.notes[1] == ("2 of 11 rows have missing feature cells (per column: 'x' (1), 'colour' (1)); they are "
+                               "kept: the model marginalises each missing feature over its input measure.")
+    encoded = schema.encode(X, missing="keep")
+    assert encoded.isna().sum().to_dict() == {"x": 1, "colour": 1, **{c: 0 for c in encoded.columns if c not in
+                                                                      ("x", "colour")}}
+    assert "nan" not in schema.levels["colour"]
+
+
+def test_bad_cells_of_every_column_in_one_message():
+    frame = _frame()
+    frame["x"] = frame["x"].astype(object)
+    frame["z"] = frame["x"].astype(object)
+    frame.loc[3, "x"] = "oops"
+    frame.loc[6, "z"] = "zz"
+    with pytest.raises(TableError, match=r"2 columns have bad cells: Column 'x'.*rows 4.*'oops'.*Column 'z'.*rows 7"):
+        TableSchema.infer(frame, "y", drop=["id"])
+    schema, _, _ = TableSchema.infer(_frame().assign(z=_frame()["x"]), "y", drop=["id"])
+    new = _frame().assign(z=_frame()["x"]).astype({"x": object, "z": object})
+    new.loc[1, "x"], new.loc[2, "z"] = "a", "b"
+    new.loc[4, "colour"] = "green"
+    with pytest.raises(TableError, match=r"3 columns have bad cells: Column 'x'.*rows 2.*"
+                                         r"Column 'colour' has value\(s\) 'green' in rows 5.*Column 'z'.*rows 3"):
+        schema.encode(new)
 
 
 def test_target_needs_two_values_and_numbers():

@@ -32,7 +32,7 @@ from ..inference.engines import ENGINE_REGISTRY, check_inference, engine_of, res
 from ..inference.inducing import kmeans_inducing_points
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
-from ._numeric_input import validate_numeric
+from ._numeric_input import fill_missing, validate_numeric
 from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
 from ._repr import LearnedRepr
@@ -254,6 +254,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     """
 
     _parameter_constraints: dict = {}
+    #: Whether the inputs may hold missing values (NaN); only OAK's kernel marginalises them.
+    _takes_missing: bool = False
     #: What the estimator needs of its engine (keywords of :func:`~hdgp.inference.engines.allowed_inference`).
     _engine_needs: dict = {}
 
@@ -315,7 +317,9 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         key = (X.data_ptr(), tuple(X.shape), X.dtype, m, self._fit_seed_, self._discrete_columns())
         if cache is not None and key in cache:
             return cache[key]
-        Z = torch.as_tensor(kmeans_inducing_points(X, m, self._fit_seed_, discrete=self._discrete_columns()),
+        # inducing inputs have no missing cells: k-means sees each missing cell as a random observed value
+        Z = torch.as_tensor(kmeans_inducing_points(fill_missing(X, self._fit_seed_), m, self._fit_seed_,
+                                                   discrete=self._discrete_columns()),
                             dtype=X.dtype, device=X.device)
         if cache is not None:
             cache[key] = Z

@@ -14,7 +14,7 @@ import pandas as pd
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import validate_data
 
-__all__ = ["check_class_labels", "check_unique_columns", "validate_numeric"]
+__all__ = ["check_class_labels", "check_unique_columns", "missing_cells_text", "validate_numeric"]
 
 _SHOWN = 5
 
@@ -33,7 +33,28 @@ def validate_numeric(estimator, X, y="no_validation", **kwargs):
                 "encode them first (e.g. scikit-learn's OneHotEncoder; dates as numbers), or fit the whole table "
                 "with hdgp.workflow.fit_table (the `hdgp fit` command), which encodes categories and dates."
             )
-    return validate_data(estimator, X, y, **kwargs)
+    takes_missing = getattr(estimator, "_takes_missing", False)
+    kwargs.setdefault("ensure_all_finite", "allow-nan")  # NaN: reported below, every column at once
+    out = validate_data(estimator, X, y, **kwargs)
+    arr = out[0] if isinstance(out, tuple) else out
+    if not takes_missing and isinstance(arr, np.ndarray) and arr.dtype.kind == "f" and np.isnan(arr).any():
+        raise ValueError(f"{type(estimator).__name__} does not take missing values (NaN): "
+                         f"{missing_cells_text(arr, getattr(estimator, 'feature_names_in_', None))}. "
+                         "OAKRegressor and OAKClassifier take them (the orthogonal kernel marginalises a missing "
+                         "feature exactly under its input measure); otherwise fill those cells or drop those rows.")
+    return out
+
+
+def missing_cells_text(X: np.ndarray, names=None) -> str:
+    """Every column of ``X`` with missing cells, with its count and first rows, in one line."""
+    missing = np.isnan(X)
+    parts = []
+    for j in np.flatnonzero(missing.any(0)):
+        rows = np.flatnonzero(missing[:, j])
+        label = repr(str(names[j])) if names is not None else f"column {j}"
+        shown = ", ".join(map(str, rows[:_SHOWN])) + (" and more" if len(rows) > _SHOWN else "")
+        parts.append(f"{label}: {len(rows)} cell(s), rows {shown}")
+    return "missing cells in " + "; ".join(parts)
 
 
 def check_unique_columns(frame: pd.DataFrame) -> None:
@@ -74,3 +95,19 @@ def _numeric(column: pd.Series) -> bool:
         return False
     values = column.dropna()
     return bool(pd.to_numeric(values, errors="coerce").notna().all())
+
+
+def fill_missing(X, seed: int):
+    """``X`` (a tensor or array) with each missing cell replaced by an observed value of its column
+    drawn at random (seeded): a sample from the column's empirical measure, for placing inducing
+    inputs, which have no missing cells. ``X`` itself when nothing is missing."""
+    values = X.detach().cpu().numpy() if hasattr(X, "detach") else np.asarray(X, dtype=float)
+    missing = np.isnan(values)
+    if not missing.any():
+        return X
+    values = values.astype(float)  # a copy
+    rng = np.random.default_rng(seed)
+    for j in np.flatnonzero(missing.any(0)):
+        rows = np.flatnonzero(missing[:, j])
+        values[rows, j] = rng.choice(values[~missing[:, j], j], size=len(rows))
+    return X.new_tensor(values) if hasattr(X, "new_tensor") else values

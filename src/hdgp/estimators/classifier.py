@@ -39,7 +39,7 @@ from ..inference.engines import check_inference
 from ..inference.variational import SVGPModel, fit_svgp
 from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
-from ._numeric_input import check_class_labels, validate_numeric
+from ._numeric_input import check_class_labels, fill_missing, validate_numeric
 from ._pickle_version import VersionedPickle
 from ._repr import LearnedRepr
 from .gp import KERNELS
@@ -268,7 +268,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
             self.models_, self.posteriors_, self.fit_results_ = [], [], []
             for k, target in enumerate(targets):
                 with _default_dtype(self._torch_kwargs["dtype"]):  # initial values not rounded to the caller's default
-                    model = SVGPModel(self._make_kernel(Xt), X=Xt, n_inducing=self.n_inducing_,
+                    model = SVGPModel(self._make_kernel(Xt), X=fill_missing(Xt, seed), n_inducing=self.n_inducing_,
                                       random_state=seed + k, discrete=self._discrete_columns(),
                                       likelihood="bernoulli", learn_inducing=self.learn_inducing,
                                       natural_gradient=self.optimizer_ == "adam").to(**self._torch_kwargs)

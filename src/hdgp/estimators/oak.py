@@ -200,6 +200,12 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     """
 
     _engine_needs = {"sobol": True}
+    _takes_missing = True  # missing cells (NaN) are marginalised by the kernel (hdgp.kernels.orthogonal_kernel)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",

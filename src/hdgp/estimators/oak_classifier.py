@@ -149,6 +149,13 @@ class OAKClassifier(GPClassifier):
         encoder.handle_unknown = policy
         return encoder
 
+    _takes_missing = True  # missing cells (NaN) are marginalised by the kernel (hdgp.kernels.orthogonal_kernel)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
     def _check_X(self, X, y=None, *, fit: bool = False):
         if not fit:
             return super()._check_X(self._predict_encoder().encode_frame(X, fit=False))

@@ -9,6 +9,14 @@ on the result (``make_measure``, ``make_kernel``; Lu et al. 2022, Sections 3-4).
 :class:`~hdgp.estimators.oak.OAKRegressor` is one (it inherits the encoder);
 :class:`~hdgp.estimators.oak_classifier.OAKClassifier` keeps one in ``encoder_``.
 Both use only these public methods.
+
+Missing cells (NaN, or a missing value in a categorical DataFrame column) stay NaN through
+the encoding; the kernel marginalises them
+(:class:`~hdgp.kernels.orthogonal_kernel.OrthogonalAdditiveKernel`). Everything fitted on a
+column (levels, two-point values, flow, range, measure) is fitted on its observed cells: the
+flow, which takes complete columns, sees each column's missing cells at evenly spaced quantiles
+of its observed values (:func:`_fill_for_flow`), which leaves each column's empirical
+distribution, and so its flow, nearly unchanged; the filled values are used for nothing else.
 """
 
 from __future__ import annotations
@@ -25,9 +33,8 @@ from gpytorch.priors import GammaPrior
 from .._scaling import StandardizedInputs
 from ..exceptions import HDGPWarning, warn_caller
 from ..flows import LOG_TRANSFORMS, SinhArcsinhFlow
-from ..kernels.additive_kernel import AdditiveKernel
 from ..kernels.feature_stack import FeatureStackKernel
-from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel
+from ..kernels.orthogonal_kernel import ConstrainedCategoricalKernel, ConstrainedSEKernel, OrthogonalAdditiveKernel
 from ..measures import MixtureMeasure, empirical_measure, gaussian_measure, gaussian_mixture_measure
 from ._numeric_input import check_unique_columns
 
@@ -55,6 +62,40 @@ def _level_text(value) -> str:
 
 #: Gamma(concentration=1, rate=0.2) prior on the order variances (a Gamma prior: OAK Section 5;
 #: these values: the authors' code).
+
+
+def _observed(column: np.ndarray) -> np.ndarray:
+    """The cells of a 1-D column that are not missing (NaN)."""
+    return column[~np.isnan(column)]
+
+
+def _fill_for_flow(X: np.ndarray) -> np.ndarray:
+    """``X`` with each column's missing cells replaced by its observed values' quantiles at evenly
+    spaced levels :math:`(k + 1/2)/m`, :math:`k = 0..m-1` for :math:`m` missing cells: values that
+    follow the column's observed distribution, so a flow fitted column by column sees nearly the
+    distribution of the observed cells. Only for fitting the flow or the standardisation."""
+    missing = np.isnan(X)
+    if not missing.any():
+        return X
+    X = X.copy()
+    for j in np.flatnonzero(missing.any(0)):
+        rows = np.flatnonzero(missing[:, j])
+        X[rows, j] = np.quantile(_observed(X[:, j]), (np.arange(len(rows)) + 0.5) / len(rows))
+    return X
+
+
+def check_missing_columns(X: np.ndarray, labels) -> None:
+    """Refuse columns of ``X`` with no observed cell: nothing can be learned about them.
+
+    Raises
+    ------
+    ValueError
+        Naming every such column.
+    """
+    empty = np.flatnonzero(np.isnan(X).all(0)) if X.shape[0] else []
+    if len(empty):
+        raise ValueError(f"Column(s) {', '.join(repr(labels[j]) for j in empty)} have no observed value (every "
+                         "cell missing); drop them before fitting.")
 
 
 def _holds_text(X) -> bool:
@@ -177,8 +218,8 @@ class OAKInputEncoder(StandardizedInputs):
 
         ``frame_levels_`` maps a column label to its levels and ``frame_columns_`` lists the
         labels in column order (None for arrays), so a column is found by position whatever
-        its label's type. Missing values in such a column are refused: a code for them would
-        be a hidden level.
+        its label's type. A missing value in such a column stays missing (NaN), not a level of
+        its own: the kernel marginalises it.
 
         An array given to a model fitted on such a DataFrame is read the same way, by
         position: its cells are level values (``"eu"``), not the codes, which are internal.
@@ -213,17 +254,14 @@ class OAKInputEncoder(StandardizedInputs):
             if c not in X.columns:
                 continue  # validate_data reports the mismatch
             col = pd.Series(X[c])
-            missing = np.flatnonzero(col.isna().to_numpy())
-            if missing.size:
-                raise ValueError(
-                    f"Column {c!r} has missing values (rows {missing[:5].tolist()}); fill them, or give "
-                    "'missing' a level of its own, before fitting or predicting."
-                )
+            missing = col.isna().to_numpy()
             codes = pd.Index(cats).get_indexer(col)  # an unknown level's code is -1
-            unknown = codes == -1
+            unknown = (codes == -1) & ~missing
             if unknown.any():
                 self._unknown_levels(c, col[unknown].unique(), cats, int(unknown.sum()))
-            X[c] = codes.astype(float)
+            codes = codes.astype(float)
+            codes[missing] = np.nan
+            X[c] = codes
         return X
 
     def _unknown_levels(self, column, values, known, n_rows: int) -> None:
@@ -254,6 +292,7 @@ class OAKInputEncoder(StandardizedInputs):
     def _resolve_features(self, X: np.ndarray) -> None:
         n_features = X.shape[1]
         labels = self.feature_names(n_features)  # an array's columns are x0, x1, ... as in sobol_indices_
+        check_missing_columns(X, labels)
         declared_binary = [] if self.binary_features == "auto" else [
             column_index(s, n_features, labels)
             for s in _column_specs(self.binary_features, n_features, "binary_features")]
@@ -268,12 +307,13 @@ class OAKInputEncoder(StandardizedInputs):
         categorical = declared_categorical | (set(self._frame_positions()) - set(declared_binary))
         if self.binary_features == "auto":
             binary = set()
-            two_point = {j for j in range(n_features) if j not in categorical and len(np.unique(X[:, j])) == 2}
+            two_point = {j for j in range(n_features)
+                         if j not in categorical and len(np.unique(_observed(X[:, j]))) == 2}
         else:
             binary, two_point = set(declared_binary), set()
         self.levels_ = {}
         for j in sorted(categorical | binary):
-            levels = np.unique(X[:, j])
+            levels = np.unique(_observed(X[:, j]))
             if j in categorical and not np.all(levels == np.round(levels)):
                 raise ValueError(
                     f"Column {labels[j]!r} is declared categorical but holds non-integer numbers "
@@ -291,61 +331,71 @@ class OAKInputEncoder(StandardizedInputs):
             self.levels_[j] = levels
         self.two_point_values_ = {}
         for j in sorted(two_point):
-            low, high = np.unique(X[:, j])
-            self.two_point_values_[j] = (float(low), float(high), float(np.mean(X[:, j] == high)))
+            observed = _observed(X[:, j])
+            low, high = np.unique(observed)
+            self.two_point_values_[j] = (float(low), float(high), float(np.mean(observed == high)))
         self.categorical_features_ = sorted(categorical)
         self.binary_features_ = sorted(binary | two_point)
         self.two_point_features_ = sorted(self.two_point_values_)
         self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_ and j not in two_point]
 
     def transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
-        """Flow (or standardise) continuous columns; map discrete columns to level codes 0..M-1."""
+        """Flow (or standardise) continuous columns; map discrete columns to level codes 0..M-1.
+        Missing cells (NaN) stay NaN (module docstring)."""
         if fit:
             self._resolve_features(X)
         out = X.copy()
         cont = self.continuous_features_
         if cont:
             X_cont = X[:, cont]
+            missing = np.isnan(X_cont)
             if fit:
-                self.input_min_, self.input_max_ = X_cont.min(0), X_cont.max(0)
+                self.input_min_, self.input_max_ = np.nanmin(X_cont, 0), np.nanmax(X_cont, 0)
                 labels = self.feature_names(X.shape[1])
                 auto = isinstance(self.flow, str)  # "auto" (validated)
+                filled = _fill_for_flow(X_cont)
                 self.flow_ = (SinhArcsinhFlow(self.log_transform, skip_light_tails=auto)
-                              .fit(X_cont, [labels[j] for j in cont]) if auto or self.flow else None)
+                              .fit(filled, [labels[j] for j in cont]) if auto or self.flow else None)
                 if self.flow_ is None:
-                    StandardizedInputs._transform_inputs(self, X_cont, fit=True)
+                    StandardizedInputs._transform_inputs(self, filled, fit=True)
             elif self.clip_inputs:
                 X_cont = np.clip(X_cont, self.input_min_, self.input_max_)
-            out[:, cont] = (np.clip(self.flow_.transform(X_cont), -_BEYOND_DATA, _BEYOND_DATA)
-                            if self.flow_ is not None else StandardizedInputs._transform_inputs(self, X_cont, fit=False))
+            X_cont = np.where(missing, self.input_min_, X_cont)  # a stand-in the flow takes; NaN again below
+            warped = (np.clip(self.flow_.transform(X_cont), -_BEYOND_DATA, _BEYOND_DATA)
+                      if self.flow_ is not None else StandardizedInputs._transform_inputs(self, X_cont, fit=False))
+            out[:, cont] = np.where(missing, np.nan, warped)
         elif fit:
             self.flow_ = None
         for j, (low, high, _) in self.two_point().items():
             out[:, j] = (X[:, j] - low) / (high - low)
         coded_frame_columns = set(self._frame_positions())
         for j, levels in self.levels_.items():
-            codes = np.clip(np.searchsorted(levels, X[:, j]), 0, len(levels) - 1)
-            unseen = levels[codes] != X[:, j]
+            missing = np.isnan(X[:, j])
+            codes = np.clip(np.searchsorted(levels, X[:, j]), 0, len(levels) - 1).astype(float)
+            unseen = (levels[codes.astype(int)] != X[:, j]) & ~missing
             if unseen.any():
                 if j not in coded_frame_columns:  # a DataFrame's text levels were handled by _encode_frame
                     self._unknown_levels(self.feature_names(X.shape[1])[j], np.unique(X[unseen, j]).tolist(),
                                          levels.tolist(), int(unseen.sum()))
                 codes[unseen] = ConstrainedCategoricalKernel.UNKNOWN
+            codes[missing] = np.nan
             out[:, j] = codes
         return out
 
     # --------------------------------------------------------------- kernel
     def make_measure(self, cols: np.ndarray, random_state=None):
-        """The input measure of ``cols`` (n, k) that the constrained kernels integrate against (OAK Section 4)."""
+        """The input measure of ``cols`` (n, k) that the constrained kernels integrate against (OAK Section 4),
+        fitted on each column's observed (not NaN) cells."""
         if self.measure == "gaussian":
-            return gaussian_measure(cols.mean(0), cols.std(0))
+            return gaussian_measure(np.nanmean(cols, 0), np.nanstd(cols, 0))
+        observed = [_observed(c) for c in cols.T]
         if self.measure == "empirical":
-            return empirical_measure(list(cols.T))
-        return gaussian_mixture_measure(list(cols.T), self.gmm_components, random_state=random_state)
+            return empirical_measure(observed)
+        return gaussian_mixture_measure(observed, self.gmm_components, random_state=random_state)
 
     def make_kernel(self, X: torch.Tensor, *, max_order: int, order_variance_prior: bool, random_state=None,
                     start=None) -> Kernel:
-        """The OAK kernel (OAK eq. 13) on transformed inputs ``X``: constrained SE kernels on the continuous
+        """The OAK kernel (OAK eq. 13; missing cells marginalised) on transformed inputs ``X``: constrained SE kernels on the continuous
         columns with this encoder's measure, two-point measures on the two-valued ones, constrained
         categorical kernels on the level codes, summed over every interaction order up to ``max_order``
         (Newton-Girard, eq. 11) with a Gamma prior on the order variances when ``order_variance_prior``.
@@ -370,13 +420,13 @@ class OAKInputEncoder(StandardizedInputs):
             kernels.append(ConstrainedSEKernel(measure))
             groups.append(cols)
         for j, levels in self.levels_.items():
-            counts = np.bincount(Xn[:, j].astype(int), minlength=len(levels))
+            counts = np.bincount(_observed(Xn[:, j]).astype(int), minlength=len(levels))
             rank = 0 if j in self.binary_features_ else 1
             kernels.append(ConstrainedCategoricalKernel(counts / counts.sum(), rank=rank))
             groups.append([j])
         base = kernels[0] if len(kernels) == 1 else FeatureStackKernel(kernels, groups)
         prior = GammaPrior(*_ORDER_PRIOR) if order_variance_prior else None
-        kernel = AdditiveKernel(base, num_dims=n_dims, max_order=max_order, order_variance_prior=prior)
+        kernel = OrthogonalAdditiveKernel(base, num_dims=n_dims, max_order=max_order, order_variance_prior=prior)
         # the authors' initialisation: every order variance 1 (constrained kernels are < 1
         # on the diagonal, so high orders still start with little prior variance)
         kernel.order_variances = torch.ones(max_order + 1)

@@ -14,6 +14,30 @@ Both kernels here take the feature-stacked layout of
 with one feature per batch entry, output ``(..., G, n, m)``. Each also provides
 ``sobol_integral`` — the matrices :math:`L[a, b] = \\int \\tilde k(x, a) \\tilde k(x, b)
 p(x)\\,dx` of OAK eq. (14) used for analytic Sobol indices.
+
+Missing inputs (NaN) are marginalised, not imputed. Every constrained component integrates
+to zero under its measure, :math:`\\int \\tilde k(x, x') p(dx) = 0`, so replacing
+:math:`\\tilde k(x, \\cdot)` by its expectation over an unobserved :math:`x \\sim p` gives
+
+.. math::
+
+    \\mathbb E_p[\\tilde k(x, x')] = 0 \\ (x' \\text{ any other point, observed or not}), \\qquad
+    \\mathbb E_p[\\tilde k(x, x)] = 1 - \\frac{\\int p(x)\\, m(x)^2\\,dx}{\\mathbb E[S^2]}
+
+on the point's own diagonal (:math:`m(x) = \\mathbb E[S f(x)]`; the SE base has unit variance).
+Both 1-D kernels return zero rows and columns for NaN inputs and
+:math:`\\mathbb E_p[\\tilde k(x, x)]` on a ``diag=True`` call; NaN never enters arithmetic, so
+gradients stay finite. :class:`OrthogonalAdditiveKernel` puts the row's own diagonal back in
+:math:`k(X, X)`, where the 1-D kernels cannot tell that two NaN cells belong to one row. The
+interaction kernel is multilinear in the 1-D kernels (OAK eq. 11), so this is the expected
+kernel :math:`\\mathbb E_{x_j \\sim p_j}[k(x, x')]` exactly: the terms containing a missing
+feature vanish from every covariance and add their prior variance to the row's own. At a
+test row with :math:`x_j` missing the posterior mean is then exactly the average of the
+posterior means over :math:`x_j \\sim p_j` (an exact marginalisation when the features are
+independent under the product measure, which the kernel assumes); its variance is the
+posterior variance of the terms without :math:`j` plus the prior variance of those with
+:math:`j`, which exceeds the average posterior variance over :math:`x_j` by
+:math:`\\operatorname{tr}(K_y^{-1} \\operatorname{Cov}_{x_j}[k(X, x)])`.
 """
 
 from __future__ import annotations
@@ -24,9 +48,10 @@ from gpytorch.kernels import Kernel
 from ..measures import MixtureMeasure
 from ._constraints import log_positive
 from ._elementwise import exp_
+from .additive_kernel import AdditiveKernel
 from .se_kernel import FeatureKernel, se_minus_outer
 
-__all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel"]
+__all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel", "OrthogonalAdditiveKernel"]
 
 
 def _gauss_overlap(mu, var, a, p, b, q):
@@ -61,6 +86,25 @@ def _se_overlap_matrix(mu, var, x1, x2, l2):
     centre = x1 - 2 * mu + x2.transpose(-1, -2)
     out.add_(centre.square_().mul_(-0.125 / (r + var)))
     return exp_(out).mul_(torch.sqrt(r / (r + var)))
+
+
+def _mask_missing(x: torch.Tensor):
+    """``(mask, x)``: the NaN cells of ``x`` and ``x`` with them set to 0 (None and ``x`` itself when none is
+    missing), so that no NaN reaches arithmetic and autograd (a NaN times a zero gradient is NaN)."""
+    miss = torch.isnan(x)
+    if not miss.any():
+        return None, x
+    return miss, x.masked_fill(miss, 0.0)
+
+
+def _zero_missing(out: torch.Tensor, miss1, miss2) -> torch.Tensor:
+    r"""``out`` (..., n, m) with the rows of missing ``miss1`` (..., n, 1) and the columns of missing
+    ``miss2`` (..., m, 1) set to zero: :math:`\mathbb E_p[\tilde k(x, \cdot)] = 0`."""
+    if miss1 is not None:
+        out = out.masked_fill(miss1, 0.0)
+    if miss2 is not None:
+        out = out.masked_fill(miss2.transpose(-1, -2), 0.0)
+    return out
 
 
 class ConstrainedSEKernel(FeatureKernel):
@@ -114,6 +158,35 @@ class ConstrainedSEKernel(FeatureKernel):
         pair = w * w.transpose(-1, -2) * torch.sqrt(l2 / t) * torch.exp(-((mu - mu.transpose(-1, -2)) ** 2) / (2 * t))
         return pair.sum((-1, -2)).unsqueeze(-1).unsqueeze(-1)
 
+    def expected_diagonal(self, l2: torch.Tensor | None = None) -> torch.Tensor:
+        r""":math:`\mathbb E_{x \sim p}[\tilde k(x, x)] = 1 - \int p(x) m(x)^2 dx / c` per feature, shape (D, 1):
+        the prior variance of the component at an unobserved input (module docstring).
+
+        For point masses :math:`\int p\, m^2 = \sum_k w_k m(\mu_k)^2`; for Gaussian components
+        :math:`\sum_{k,i,j} w_k a_i a_j \int \mathcal N_k(x)\, e^{-(x-\mu_i)^2/2(\ell^2+\delta_i^2)}
+        e^{-(x-\mu_j)^2/2(\ell^2+\delta_j^2)} dx` with :math:`a_i = w_i \ell/\sqrt{\ell^2+\delta_i^2}`
+        (:func:`_gauss_overlap`; the quantity :math:`t_4` of :meth:`sobol_integral`).
+        """
+        l2 = self.lengthscale**2 if l2 is None else l2
+        mu, var, w = self._measure_params(l2)  # (D, 1, K)
+        n_dims, n_comp = mu.shape[0], mu.shape[-1]
+        if self.measure.is_discrete:
+            m_at = self._mean_embedding(mu.transpose(-1, -2), l2)  # (D, K)
+            second = (w.squeeze(-2) * m_at**2).sum(-1)
+        else:
+            amp = w * torch.sqrt(l2 / (l2 + var))
+            t = l2 + var
+
+            def shaped(x, axis):  # (D, K) along axis 1, 2 or 3 of (D, K, K, K)
+                shape = [n_dims, 1, 1, 1]
+                shape[axis] = n_comp
+                return x.reshape(shape)
+
+            overlap = _gauss_overlap(shaped(mu, 1), shaped(var, 1), shaped(mu, 2), shaped(t, 2), shaped(mu, 3),
+                                     shaped(t, 3))
+            second = (shaped(w, 1) * shaped(amp, 2) * shaped(amp, 3) * overlap).sum((1, 2, 3))
+        return (1.0 - second / self._total_variance(l2).reshape(-1)).unsqueeze(-1)
+
     def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
         if last_dim_is_batch:
             raise NotImplementedError("ConstrainedSEKernel does not support last_dim_is_batch.")
@@ -122,11 +195,16 @@ class ConstrainedSEKernel(FeatureKernel):
             self._check_layout(x2)
         l2 = self.lengthscale**2  # (D, 1, 1)
         c = self._total_variance(l2)
+        miss1, x1 = _mask_missing(x1)
         m1 = self._mean_embedding(x1, l2)
         if diag:
-            return 1.0 - m1**2 / c.squeeze(-1)
+            out = 1.0 - m1**2 / c.squeeze(-1)
+            if miss1 is None:
+                return out
+            return torch.where(miss1.squeeze(-1), self.expected_diagonal(l2).expand_as(out), out)
+        miss2, x2 = _mask_missing(x2)
         m2 = self._mean_embedding(x2, l2)
-        return se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2)
+        return _zero_missing(se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2), miss1, miss2)
 
     @torch.no_grad()
     def sobol_integral(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
@@ -146,6 +224,11 @@ class ConstrainedSEKernel(FeatureKernel):
         -------
         torch.Tensor of shape (D, n, m)
         """
+        miss1, x1 = _mask_missing(x1)
+        miss2, x2 = _mask_missing(x2)
+        return _zero_missing(self._sobol_integral(x1, x2), miss1, miss2)
+
+    def _sobol_integral(self, x1, x2):
         mu, var, w = self._measure_params(x1)  # (D, 1, K)
         if self.measure.is_discrete:
             at_loc = mu.transpose(-1, -2)  # (D, K, 1)
@@ -200,9 +283,10 @@ class ConstrainedCategoricalKernel(Kernel):
 
     Notes
     -----
-    Inputs are integer level codes ``0..M-1`` stored as floats, or ``-1`` for a level
-    outside the training set (pandas' code for a value not among the categories);
-    anything else raises ``ValueError``. An unknown level gets a zero row and column,
+    Inputs are integer level codes ``0..M-1`` stored as floats, ``-1`` for a level
+    outside the training set (pandas' code for a value not among the categories), or NaN
+    for a missing value; anything else raises ``ValueError``. A missing value is marginalised
+    (module docstring): zero row and column, and :math:`\sum_c w_c B_{cc}` on the diagonal. An unknown level gets a zero row and column,
     :math:`\tilde k(-1, \cdot) = 0`: the component is fixed at its mean under the
     level weights, zero by the constraint, with no variance (a model cannot know how
     a level it never saw differs from the average). The kernel serves a single feature
@@ -267,6 +351,7 @@ class ConstrainedCategoricalKernel(Kernel):
     def _codes(self, x: torch.Tensor) -> torch.Tensor:
         """Level codes as row indices of the padded matrix: ``-1`` (unknown) picks its zero last row."""
         codes = x.squeeze(-1)
+        codes = codes.masked_fill(torch.isnan(codes), self.UNKNOWN)  # missing: the zero row, as unknown
         bad = ~torch.isfinite(codes) | (codes != torch.round(codes)) | (codes < self.UNKNOWN) \
             | (codes >= self.num_levels)
         if bad.any():
@@ -286,7 +371,11 @@ class ConstrainedCategoricalKernel(Kernel):
         B = self._padded_matrix(x1)
         i = self._codes(x1)
         if diag:
-            return B[i, i]
+            out = B[i, i]
+            missing = torch.isnan(x1.squeeze(-1))
+            if missing.any():  # E_w[B_cc]: the prior variance at an unobserved level
+                out = torch.where(missing, (self.level_weights.to(B) * B.diagonal()[:-1]).sum(), out)
+            return out
         j = self._codes(x2)
         return B[i.unsqueeze(-1), j.unsqueeze(-2)]
 
@@ -306,3 +395,39 @@ class ConstrainedCategoricalKernel(Kernel):
         Ba = B[:, self._codes(x1)]  # (M, 1, n)
         Bb = B[:, self._codes(x2)]
         return torch.einsum("c,cgn,cgm->gnm", w, Ba, Bb)
+
+
+class OrthogonalAdditiveKernel(AdditiveKernel):
+    r"""The OAK kernel (OAK eq. 11 over constrained 1-D kernels) taking missing inputs (NaN).
+
+    The constrained base kernels give zero rows and columns for a missing cell (module docstring);
+    on a point's own diagonal the expected kernel keeps the prior variance of the terms that
+    contain a missing feature. ``forward(x1, x2)`` with the same points (``x1 is x2``, or equal
+    with NaN in the same cells: the rows of one table) adds, for every row :math:`i` with a
+    missing cell, :math:`\mathbb E[k(x_i, x_i)] - k_0(x_i, x_i)` to entry :math:`(i, i)`, where
+    :math:`k_0` is the kernel with the missing 1-D kernels zeroed; ``diag=True`` gives
+    :math:`\mathbb E[k(x_i, x_i)]` directly. Two different rows both missing :math:`x_j` have
+    independent :math:`x_j`, so their covariance loses the terms with :math:`j`. Without missing
+    cells it is :class:`~hdgp.kernels.additive_kernel.AdditiveKernel`.
+    """
+
+    def forward(self, x1, x2, diag: bool = False, last_dim_is_batch: bool = False, **params):
+        out = super().forward(x1, x2, diag=diag, last_dim_is_batch=last_dim_is_batch, **params)
+        if diag:
+            return out
+        rows = torch.isnan(x1).any(-1)  # (..., n)
+        if not rows.any() or not _same_points(x1, x2):
+            return out
+        expected = super().forward(x1, x1, diag=True)  # (..., n)
+        own = out.diagonal(dim1=-2, dim2=-1)
+        return out + torch.diag_embed(torch.where(rows, expected - own, torch.zeros_like(own)))
+
+
+def _same_points(x1: torch.Tensor, x2: torch.Tensor) -> bool:
+    """Whether ``x1`` and ``x2`` hold the same rows, NaN cells included."""
+    if x1 is x2:
+        return True
+    if x1.shape != x2.shape:
+        return False
+    miss = torch.isnan(x1)
+    return bool(torch.equal(miss, torch.isnan(x2)) and torch.equal(x1.masked_fill(miss, 0.0), x2.masked_fill(miss, 0.0)))

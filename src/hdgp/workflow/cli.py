@@ -135,7 +135,9 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
 
     Text columns (and those given with --categorical) are categorical, dates
     (text with a year, e.g. 2024-03-01) one numeric input in days; rows with
-    missing values stop the fit unless --drop-missing. A random --test-size share
+    missing feature cells stop the fit unless --drop-missing, except with an OAK
+    model (--model oak), which keeps them (marginalising each missing feature);
+    rows with a missing target are left out, with a note. A random --test-size share
     of rows is held out to report RMSE, R², NLPD and the coverage of 50/90/95 %
     predictive intervals; the saved model is the one fitted without them, unless
     --refit-all refits it on every row after that evaluation (--test-size 0:
@@ -276,14 +278,19 @@ def _echo_selection(rows, task: str) -> None:
 @click.option("--unknown-levels", type=click.Choice(["error", "ignore"]), default="error", show_default=True,
               help="A categorical value training never saw: stop with an error, or predict without it (OAK: "
                    "the column's average effect; other models: no known level), with a warning naming the rows.")
+@click.option("--drop-missing", is_flag=True,
+              help="Leave out rows with a missing feature cell (OAK models predict them by default; others stop).")
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
 @click.option("--quiet", is_flag=True, help="No progress messages.")
-def predict(model_file, data, output, id_column, sep, na_values, level, unknown_levels, as_json, quiet):
+def predict(model_file, data, output, id_column, sep, na_values, level, unknown_levels, drop_missing, as_json, quiet):
     """Predict the target for every row of a table.
 
     Writes one row per input row: the predictive mean, its standard deviation and
     a central interval (mean ± z·std, Gaussian) of a new observation, in the
-    target's original units. For a classifier: the most probable class (column
+    target's original units. Rows with missing feature cells: an OAK model predicts
+    them with each missing feature marginalised over its input measure (the terms
+    containing it leave the mean and add their prior variance); other models stop,
+    and --drop-missing leaves those rows out. For a classifier: the most probable class (column
     label, as written in the training table) and one proba_<class> column per
     class. The table needs the training feature columns (any order; other columns
     are ignored).
@@ -309,6 +316,9 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
                                "whose predictions are class probabilities.")
     try:
         frame = read_table(data, text_columns=tm.schema.categorical, sep=sep, na_values=_columns(na_values))
+        frame, missing_said = _missing_rows(tm, frame, drop_missing)
+        if missing_said:
+            say(missing_said)
         say(f"predicting {tm.target!r} for {len(frame)} row{'s' * (len(frame) != 1)} with {tm.metadata.get('model')}")
         with warnings.catch_warnings(record=True) as caught:  # shown as plain lines, not with source code
             warnings.simplefilter("always", HDGPWarning)
@@ -341,6 +351,26 @@ def predict(model_file, data, output, id_column, sep, na_values, level, unknown_
         click.echo(json.dumps(_jsonable(info), indent=2))
     elif not quiet:
         click.echo(f"Wrote {len(table)} prediction{'s' * (len(table) != 1)} to {out}")
+
+
+def _missing_rows(tm, frame, drop_missing: bool):
+    """``(frame, message)``: with ``drop_missing`` the rows with a missing feature cell left out; for an
+    OAK model, rows with them kept; the message (or None) says which."""
+    from ..io import TableError  # deferred: pandas readers
+    from ..io.table import missing_note  # deferred: pandas
+
+    note = missing_note(frame[[c for c in tm.schema.features if c in frame.columns]])
+    if note is None:
+        return frame, None
+    if drop_missing:
+        kept = frame.dropna(subset=[c for c in tm.schema.features if c in frame.columns])
+        if kept.empty:
+            raise TableError("Every row has a missing feature cell; nothing is left after --drop-missing.")
+        return kept, f"{note}: left out (--drop-missing); predicting the other {len(kept)}"
+    if getattr(tm.estimator, "_takes_missing", False):
+        return frame, (f"{note}: predicted with each missing feature marginalised over its input measure (its "
+                       "terms leave the mean and add their prior variance)")
+    return frame, None  # the schema's check names every missing cell
 
 
 # -------------------------------------------------------------------- explain

@@ -123,6 +123,19 @@ def _rare_class_error(exc: ValueError, name: str, schema: TableSchema, y, y_trai
     )
 
 
+def takes_missing(model: str) -> bool:
+    """Whether the preset ``model`` marginalises missing feature cells (OAK; its classifier too), so that
+    :func:`fit_table` keeps rows with them; False for ``"auto"`` and names that are no preset."""
+    if not isinstance(model, str) or model.lower() == "auto":
+        return False
+    from ..presets import preset  # (presets import the estimators: only when a name is given)
+
+    try:
+        return bool(getattr(preset(model), "_takes_missing", False))
+    except (TypeError, ValueError):
+        return False
+
+
 def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: str = "auto", categorical=(),
               drop=(), drop_missing: bool = False, test_size: float = 0.2, random_state: int = 0,
               params: dict | None = None, refit_all: bool = False, progress=None,
@@ -153,7 +166,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         ``oak``, ``rbf-ard`` and ``sigp`` mean OAK-classifier, GP-classifier and
         SIGP-classifier; regression-only models are refused.
     categorical, drop, drop_missing
-        See :meth:`hdgp.io.TableSchema.infer`.
+        See :meth:`hdgp.io.TableSchema.infer`. A model that takes missing feature cells (OAK) keeps
+        the rows that have them (``keep_missing``), with a note saying how many, unless ``drop_missing``.
     test_size : float, default=0.2
         Fraction of rows held out to measure accuracy and calibration (0: none).
     random_state : int, default=0
@@ -189,7 +203,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     if task not in TASKS:
         raise ValueError(f"task must be one of {', '.join(TASKS)}, got {task!r}.")
     schema, X_raw, y = TableSchema.infer(frame, target, task=task, categorical=categorical, drop=drop,
-                                         drop_missing=drop_missing)
+                                         drop_missing=drop_missing, keep_missing=takes_missing(model))
     if schema.categorical and "categorical_features" in (params or {}):
         raise ValueError("Declare categorical columns with --categorical (categorical=... in Python), not "
                          "-p categorical_features: the table's categorical columns are set from them.")
@@ -220,7 +234,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
     progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
-    X_fit = schema.encode(X_train)
+    missing = "keep" if getattr(est, "_takes_missing", False) else "error"  # OAK marginalises missing cells
+    X_fit = schema.encode(X_train, missing=missing)
     try:
         seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
     except ValueError as exc:
@@ -241,7 +256,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
             "data": _data_summary(X_raw, schema, y, len(train_idx), len(test_idx)),
             "metrics": None, "holdout": None, "refit_all": None}
     if len(test_idx):
-        X_test = schema.encode(X_raw.iloc[test_idx])
+        X_test = schema.encode(X_raw.iloc[test_idx], missing=missing)
         meta["holdout"] = {"X": X_test.to_numpy(), "y": y[test_idx],
                            "rows": np.asarray(X_raw.index[test_idx]).astype(str)}
         if schema.task == "classification":
@@ -254,7 +269,7 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         if refit_all:
             rows = np.concatenate([train_idx, test_idx])
             progress(f"refitting {name} on all {len(rows)} rows")
-            seconds, caught = _fit_warm(est, schema.encode(X_raw.iloc[rows]), y[rows])
+            seconds, caught = _fit_warm(est, schema.encode(X_raw.iloc[rows], missing=missing), y[rows])
             if validation_factor != 1.0:  # a refit resets the variance calibration
                 est.scale_variance(validation_factor)
             meta["refit_all"] = {"n_rows": int(len(rows)), "fit_seconds": seconds, "warnings": caught}

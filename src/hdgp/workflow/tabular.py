@@ -131,7 +131,8 @@ class TabularModel:
             raise ValueError(f"unknown_levels must be 'error' or 'ignore', got {unknown_levels!r}.")
         if frame.shape[0] == 0:
             raise TableError("The table has no rows to predict.")
-        return self.schema.encode(frame, unknown=unknown_levels)
+        missing = "keep" if getattr(self.estimator, "_takes_missing", False) else "error"  # OAK marginalises them
+        return self.schema.encode(frame, unknown=unknown_levels, missing=missing)
 
     def _estimator_for(self, unknown_levels: str):
         """The estimator, or a shallow copy that reads the code of an unknown level as its average effect

@@ -12,9 +12,9 @@ classification, class codes), :mod:`.errors` (:class:`TableError` and its messag
 
 from .errors import TableError
 from .reading import TABLE_FORMATS, read_table
-from .schema import MAX_CATEGORICAL_LEVELS, TableSchema
+from .schema import MAX_CATEGORICAL_LEVELS, TableSchema, missing_note
 from .task import MAX_CLASSES, TASKS, infer_task
 from .task import _level_label  # noqa: F401 (the class labels of hdgp.workflow.classification)
 
 __all__ = ["TableError", "TableSchema", "read_table", "infer_task", "MAX_CATEGORICAL_LEVELS", "MAX_CLASSES",
-           "TASKS", "TABLE_FORMATS"]
+           "TASKS", "TABLE_FORMATS", "missing_note"]

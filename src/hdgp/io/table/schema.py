@@ -55,7 +55,7 @@ def _columns_left_out(written: pd.DataFrame, features: pd.DataFrame, categorical
                          "DataFrame.to_csv, which would let a model learn the row labels; it is left out (give it "
                          "a name in the header row to use it as a feature).")
             columns.append(c)
-        elif n > 1 and s.nunique(dropna=False) == 1:
+        elif n > 1 and s.nunique() <= 1:  # one value, in every row or with missing cells
             notes.append(f"Column {c!r} holds the same value in every row; it cannot inform the model and is "
                          "left out.")
             columns.append(c)
@@ -98,13 +98,30 @@ def _check_missing(frame: pd.DataFrame, training: bool) -> None:
     missing = frame.isna()
     if missing.to_numpy().any():
         parts = [f"{c!r} (rows {_rows(frame.index[missing[c].to_numpy()])})" for c in frame.columns if missing[c].any()]
-        remedy = ("fill or remove these cells, drop the columns (--drop), or remove incomplete rows "
-                  "(--drop-missing on the command line, TableSchema.infer(..., drop_missing=True) in Python)"
-                  if training else "fill these cells or remove those rows; a model predicts complete rows only")
+        remedy = ("fill or remove these cells, drop the columns (--drop), remove incomplete rows "
+                  "(--drop-missing on the command line, TableSchema.infer(..., drop_missing=True) in Python), "
+                  "or fit an OAK model (--model oak), which takes missing cells"
+                  if training else "fill these cells, remove those rows (hdgp predict --drop-missing), or use an "
+                  "OAK model, which takes missing cells")
         raise TableError(
             f"The table has missing values in column(s) {'; '.join(parts)}; {_READ_AS_MISSING} count as "
-            f"missing. hdgp needs complete rows: {remedy}."
+            f"missing. This model needs complete rows: {remedy}."
         )
+
+
+def missing_note(frame: pd.DataFrame) -> str | None:
+    """How many rows of ``frame`` have missing cells, and in which columns (None when none has)."""
+    missing = frame.isna()
+    rows = int(missing.any(axis=1).sum())
+    if not rows:
+        return None
+    counts = ", ".join(f"{c!r} ({int(k)})" for c, k in missing.sum().items() if k)
+    return f"{rows} of {len(frame)} rows have missing feature cells (per column: {counts})"
+
+
+def _one_error(errors: list) -> TableError:
+    """One TableError holding the messages of every column's bad cells."""
+    return TableError(errors[0] if len(errors) == 1 else f"{len(errors)} columns have bad cells: " + " ".join(errors))
 
 
 @dataclass
@@ -166,7 +183,7 @@ class TableSchema:
     # ---------------------------------------------------------------- infer
     @classmethod
     def infer(cls, frame: pd.DataFrame, target: str, *, task: str = "regression", categorical=(), drop=(),
-              drop_missing: bool = False, max_levels: int = MAX_CATEGORICAL_LEVELS):
+              drop_missing: bool = False, keep_missing: bool = False, max_levels: int = MAX_CATEGORICAL_LEVELS):
         """Choose features and their kinds, check the target, and return ``(schema, X, y)``.
 
         Text, boolean and pandas-categorical columns are categorical; numbers are
@@ -187,7 +204,11 @@ class TableSchema:
         drop : sequence of str
             Columns to ignore (identifiers, leakage, free text).
         drop_missing : bool, default=False
-            Remove rows with a missing value instead of raising.
+            Remove rows with a missing feature value instead of raising.
+        keep_missing : bool, default=False
+            Keep rows with missing feature values, with a note saying how many (for models that
+            take them: OAK). Rows whose *target* is missing are always removed, with a note;
+            a target value is never imputed.
         max_levels : int
             Text columns with more distinct values are rejected as identifiers.
 
@@ -233,17 +254,31 @@ class TableSchema:
             raise TableError("No feature columns are left after removing the target and the dropped columns.")
         used = frame[features + [target]]
         dropped_rows = []
+        no_target = used[target].isna()
+        if no_target.any():
+            if no_target.all():
+                raise TableError(f"The target column {target!r} has no value in any row.")
+            used = used[~no_target]
+            dropped_rows.append(f"Dropped {int(no_target.sum())} of {len(frame)} rows whose target {target!r} is "
+                                f"missing (rows {_rows(frame.index[no_target.to_numpy()])}); a target is never "
+                                "imputed.")
         if drop_missing:
             incomplete = used.isna()
+            n_before = len(used)
             used = used.dropna()
             if used.empty:
                 raise TableError("Every row has a missing value; nothing is left after --drop-missing.")
-            if len(used) < len(frame):
+            if len(used) < n_before:
                 columns = [f"{c!r} ({int(k)})" for c, k in incomplete.sum().items() if k]
-                dropped_rows = [f"Dropped {len(frame) - len(used)} of {len(frame)} rows with a missing value "
-                                f"(missing cells per column: {', '.join(columns)}; {_READ_AS_MISSING} count as "
-                                "missing)."]
-        _check_missing(used, training=True)
+                dropped_rows.append(f"Dropped {n_before - len(used)} of {n_before} rows with a missing value "
+                                    f"(missing cells per column: {', '.join(columns)}; {_READ_AS_MISSING} count as "
+                                    "missing).")
+        elif keep_missing:
+            if (note := missing_note(used[features])) is not None:
+                dropped_rows.append(f"{note}; they are kept: the model marginalises each missing feature over "
+                                    "its input measure.")
+        else:
+            _check_missing(used, training=True)
         if len(used) < 2:
             raise TableError(f"The table has {len(used)} complete data row; a model needs several to learn from.")
         notes, left_out = _columns_left_out(frame[features], used[features], categorical)
@@ -256,7 +291,7 @@ class TableSchema:
             features = [c for c in features if c not in left_out]
             drop = list(drop) + left_out
             used = used[features + [target]]
-        kinds, levels = {}, {}
+        kinds, levels, bad_cells = {}, {}, []
         for c in features:
             s = used[c]
             if c in categorical or isinstance(s.dtype, pd.CategoricalDtype) or _is_boolean(s):
@@ -264,9 +299,12 @@ class TableSchema:
             elif pd.api.types.is_datetime64_any_dtype(s):
                 kinds[c] = "datetime"
             elif _is_text(s):
-                share = pd.to_numeric(s, errors="coerce").notna().mean()
+                share = pd.to_numeric(s.dropna(), errors="coerce").notna().mean() if s.notna().any() else 0.0
                 if share >= _NUMERIC_SHARE:  # numbers stored as text: numeric, unless some cells are not numbers
-                    _numeric_or_error(s, c, f", or declare the column categorical with --categorical {c}")
+                    try:  # every column's bad cells are reported together, after the loop
+                        _numeric_or_error(s, c, f", or declare the column categorical with --categorical {c}")
+                    except TableError as exc:
+                        bad_cells.append(str(exc))
                     kinds[c] = "numeric"
                     continue
                 if _as_dates(s) is not None:
@@ -296,8 +334,10 @@ class TableSchema:
             if kinds[c] == "categorical":
                 # a pandas categorical's unused categories are not levels: no training row holds them
                 cats = [v for v in s.cat.categories if v in set(s)] if isinstance(s.dtype, pd.CategoricalDtype) \
-                    else sorted(s.unique(), key=_level_key)
+                    else sorted(s.dropna().unique(), key=_level_key)
                 levels[c] = list(dict.fromkeys(_level_label(v) for v in cats))
+        if bad_cells:
+            raise _one_error(bad_cells)
         schema = cls(target=target, features=features, kinds=kinds,
                      dtypes={c: str(used[c].dtype) for c in features}, levels=levels, dropped=list(drop))
         schema.notes = notes + [note for c in features if kinds[c] == "numeric"
@@ -334,7 +374,7 @@ class TableSchema:
                 f"trained on.{hints} Expected columns: {', '.join(map(repr, self.features))}."
             )
 
-    def encode(self, frame: pd.DataFrame, unknown: str = "error") -> pd.DataFrame:
+    def encode(self, frame: pd.DataFrame, unknown: str = "error", missing: str = "error") -> pd.DataFrame:
         """Numeric model inputs for ``frame`` (columns reordered by name; extra columns ignored).
 
         Parameters
@@ -345,47 +385,62 @@ class TableSchema:
             no known level: code ``-1`` (which OAK's ``handle_unknown="ignore"`` reads as the
             average effect) or all of the column's indicator columns 0, with an
             :class:`~hdgp.exceptions.HDGPWarning` that names the column, values and rows.
+        missing : {"error", "keep"}, default="error"
+            A missing cell: a :class:`TableError` naming every missing cell, or (``"keep"``, for
+            models that marginalise them: OAK) NaN in the model's input.
 
         Raises
         ------
         TableError
             Missing columns, missing values, text in a numeric column, or (``unknown="error"``)
-            a categorical level that was not seen during fit.
+            a categorical level that was not seen during fit; the bad cells of every column in
+            one message.
         """
         if unknown not in ("error", "ignore"):
             raise ValueError(f"unknown must be 'error' or 'ignore', got {unknown!r}.")
+        if missing not in ("error", "keep"):
+            raise ValueError(f"missing must be 'error' or 'keep', got {missing!r}.")
         self.check_columns(frame)
         frame = frame[self.features]
-        _check_missing(frame, training=False)
-        out = {}
+        if missing == "error":
+            _check_missing(frame, training=False)
+        out, bad_cells = {}, []  # every column's bad cells, reported together
         for c in self.features:
             s = frame[c]
             if self.kinds[c] != "categorical":
-                out[c] = self.column_values(s, c)
+                try:
+                    out[c] = self.column_values(s, c)
+                except TableError as exc:
+                    bad_cells.append(str(exc))
                 continue
+            absent = s.isna()
             labels = s.map(_level_label)
             known = {v: i for i, v in enumerate(self.levels[c])}
-            unseen = ~labels.isin(list(known))
+            unseen = ~labels.isin(list(known)) & ~absent
             if unseen.any():  # text "007" or "TRUE" of a level that training read as the number 7 or as True
                 labels[unseen] = labels[unseen].map(_parsed_label)
-                unseen = ~labels.isin(list(known))
+                unseen = ~labels.isin(list(known)) & ~absent
             if unseen.any():
                 values = sorted(set(labels[unseen]))[:_SHOW]
                 where = (f"Column {c!r} has value(s) {', '.join(map(repr, values))} in rows "
                          f"{_rows(frame.index[unseen.to_numpy()])} that the model never saw during training")
                 if unknown == "error":
-                    raise TableError(f"{where} (known: {', '.join(map(repr, self.levels[c]))}). Map them to a "
+                    bad_cells.append(f"{where} (known: {', '.join(map(repr, self.levels[c]))}). Map them to a "
                                      "known level, refit, or predict with unknown_levels='ignore' (CLI: "
                                      "--unknown-levels ignore).")
+                    continue
                 meaning = ("the average effect of the column" if self.encoding == "codes"
                            else "no known level (all its indicator columns 0)")
                 warn_caller(f"{where}: predicted with {meaning}.")
             codes = labels.map(known).fillna(-1).astype(np.float64)  # -1: a level not seen in training
+            codes[absent.to_numpy()] = np.nan  # a missing cell (missing="keep")
             if self.encoding == "codes":
                 out[c] = codes
             else:
                 for i, v in enumerate(self.levels[c]):
                     out[f"{c}={v}"] = (codes == i).astype(np.float64)
+        if bad_cells:
+            raise _one_error(bad_cells)
         return pd.DataFrame(out, index=frame.index)
 
     def column_values(self, series: pd.Series, name: str) -> pd.Series:
