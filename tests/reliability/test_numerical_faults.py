@@ -328,7 +328,7 @@ def test_full_batch_classifier_training_survives_a_non_finite_elbo(monkeypatch):
     """The full-data ELBO turns NaN mid-L-BFGS: back off to the best point, keep finite parameters."""
     from hdgp.inference.variational import SVGPModel
 
-    real = SVGPModel.elbo
+    real = SVGPModel.neg_log_marginal_likelihood  # full-batch L-BFGS's objective: the negative ELBO
     calls = {"n": 0}
 
     def flaky(self, *args, **kwargs):
@@ -336,7 +336,7 @@ def test_full_batch_classifier_training_survives_a_non_finite_elbo(monkeypatch):
         value = real(self, *args, **kwargs)
         return value * math.nan if calls["n"] >= 6 else value
 
-    monkeypatch.setattr(SVGPModel, "elbo", flaky)
+    monkeypatch.setattr(SVGPModel, "neg_log_marginal_likelihood", flaky)
     est = cheap_preset("GP-classifier", max_iter=50, n_inducing=8, optimizer="lbfgs")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
