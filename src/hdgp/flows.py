@@ -25,6 +25,9 @@ stay finite and the map stays a C¹ bijection of the real line.
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
 import scipy.stats
 
@@ -88,7 +91,7 @@ def _least_skewed_start(x: np.ndarray) -> float:
     x = _sample(x)
     d = x - x.min()
     scale = np.median(d[d > 0])
-    skews = [abs(scipy.stats.skew(np.log(d + c))) for c in scale * _LOG_STARTS]
+    skews = np.abs(scipy.stats.skew(np.log(d[:, None] + scale * _LOG_STARTS), axis=0))
     return float(scale * _LOG_STARTS[int(np.argmin(skews))])
 
 
@@ -96,6 +99,79 @@ def _light_tailed(x: np.ndarray) -> bool:
     """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`."""
     x = _sample(x)
     return bool(scipy.stats.kurtosis(x) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(x)) <= _AUTO_LOG_SKEW)
+
+
+def _njit(function):
+    """``numba.njit`` with an on-disk cache where Numba finds a writable place for it."""
+    options = dict(error_model="numpy", nogil=True)
+    try:
+        return numba.njit(cache=True, **options)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(**options)(function)
+
+
+@_njit
+def _compiled_terms(ST, h_mean, cols, P, hessian, f, grad, hess):
+    """:meth:`SinhArcsinhFlow._newton_terms` of problems ``P`` (B, 4) on the columns ``ST[cols[b]]``
+    (rows of :math:`\operatorname{asinh} u`, ``(D, n)``; ``h_mean`` the column means of
+    :math:`\tfrac12\log(1+u^2)`) in one pass over each column, into ``f`` (B,), ``grad`` (B, 4) and
+    ``hess`` (B, 4, 4) (the last two only with ``hessian``)."""
+    n = ST.shape[1]
+    log2 = math.log(2.0)
+    for k in range(P.shape[0]):
+        row = ST[cols[k]]
+        a, log_b, eps, log_d = P[k, 0], P[k, 1], P[k, 2], P[k, 3]
+        b, delta = math.exp(log_b), math.exp(log_d)
+        zz = lc = 0.0
+        sz = ssig = sg = sgt = ssg = sc = sct = sss = sq = sqt = sgp = sgpt = sgptt = 0.0
+        for i in range(n):
+            t = delta * row[i]
+            inner = t - eps
+            ai = abs(inner)
+            if ai < 700.0:  # sinh and cosh from one exponential (expm1 near 0: no cancellation)
+                if ai < 1.0:
+                    em = math.expm1(inner)
+                    ex = em + 1.0
+                    sh = 0.5 * em * (em + 2.0) / ex
+                else:
+                    ex = math.exp(inner)
+                    sh = 0.5 * (ex - 1.0 / ex)
+                ch = 0.5 * (ex + 1.0 / ex)
+                lc += math.log(ch)
+            else:  # beyond float range: the limits, and log cosh without overflow
+                sh, ch = math.sinh(inner), math.cosh(inner)
+                lc += ai - log2
+            z = a + b * sh
+            zz += z * z
+            if hessian:
+                sig, c = b * sh, b * ch
+                g = z * c - sh / ch
+                gp = c * c + z * sig - 1.0 / (ch * ch)
+                q = c * sig + z * c
+                sz += z
+                ssig += z * sig
+                sg += g
+                sgt += g * t
+                ssg += sig
+                sc += c
+                sct += c * t
+                sss += z * sig + sig * sig
+                sq += q
+                sqt += q * t
+                sgp += gp
+                sgpt += gp * t
+                sgptt += gp * t * t + g * t
+        f[k] = 0.5 * zz / n - log_b - log_d - lc / n + h_mean[cols[k]]
+        if hessian:
+            grad[k, 0] = sz / n
+            grad[k, 1] = ssig / n - 1.0
+            grad[k, 2] = -sg / n
+            grad[k, 3] = sgt / n - 1.0
+            entries = ((0, 0, 1.0), (0, 1, ssg / n), (0, 2, -sc / n), (0, 3, sct / n), (1, 1, sss / n),
+                       (1, 2, -sq / n), (1, 3, sqt / n), (2, 2, sgp / n), (2, 3, -sgpt / n), (3, 3, sgptt / n))
+            for i, j, value in entries:
+                hess[k, i, j] = value
+                hess[k, j, i] = value
 
 
 class SinhArcsinhFlow:
@@ -258,7 +334,24 @@ class SinhArcsinhFlow:
         return f, grad, hess
 
     @classmethod
-    def _newton(cls, S, H, P):
+    def _terms_function(cls, S, H):
+        """``terms(cols, P, hessian)``: :meth:`_newton_terms` of problems ``P`` on the columns ``cols`` of
+        ``S``, ``H`` (n, D); compiled (:func:`_compiled_terms`, one pass per problem and no (n, B)
+        temporaries) unless Numba's JIT is disabled."""
+        if numba.config.DISABLE_JIT:
+            return lambda cols, P, hessian: cls._newton_terms(S[:, cols], H[:, cols], P, hessian)
+        ST, h_mean = np.ascontiguousarray(S.T), H.mean(0)
+
+        def terms(cols, P, hessian):
+            f = np.empty(P.shape[0])
+            grad, hess = (np.empty((P.shape[0], 4)), np.empty((P.shape[0], 4, 4))) if hessian else \
+                (np.empty((0, 4)), np.empty((0, 4, 4)))
+            _compiled_terms(ST, h_mean, cols, np.ascontiguousarray(P), hessian, f, grad, hess)
+            return (f, grad, hess) if hessian else f
+        return terms
+
+    @classmethod
+    def _newton(cls, S, H, P, cols=None):
         r"""Minimise the KL objective of every column of ``S``, ``H`` (:meth:`_newton_terms`) from ``P``
         (B, 4) within :data:`_BOUNDS`, all columns at once, by damped (Levenberg–Marquardt) Newton
         steps :math:`-(|\nabla^2 f| + \mu I)^{-1}\nabla f`: the Hessian's eigenvalues in absolute value
@@ -268,18 +361,21 @@ class SinhArcsinhFlow:
         (the step turns towards the gradient and shortens), and shrinks after each success. A problem
         stops when its projected gradient is below :data:`_NEWTON_GTOL`, half its Newton decrement
         (the predicted decrease) below :data:`_NEWTON_FTOL` relative to the objective, or no step
-        lowers its objective any more. Returns ``(P, f)``."""
+        lowers its objective any more. Problem ``b`` is column ``cols[b]`` (default ``b``) of ``S`` and
+        ``H`` (n, D). Returns ``(P, f)``."""
         lo, hi = (np.array(v, dtype=float) for v in zip(*_BOUNDS))
         P = np.clip(np.array(P, dtype=float), lo, hi)
-        f = cls._newton_terms(S, H, P, hessian=False)
+        cols = np.arange(P.shape[0]) if cols is None else np.asarray(cols, dtype=np.int64)
+        terms = cls._terms_function(S, H)
+        f = terms(cols, P, False)
         mu = np.full(P.shape[0], _NEWTON_MU0)
         active = np.isfinite(f)
         for _ in range(_NEWTON_MAX_ITER):
             idx = np.flatnonzero(active)
             if idx.size == 0:
                 break
-            Si, Hi, Pi = S[:, idx], H[:, idx], P[idx]
-            fi, grad, hess = cls._newton_terms(Si, Hi, Pi)
+            ci, Pi = cols[idx], P[idx]
+            fi, grad, hess = terms(ci, Pi, True)
             held = ((Pi <= lo) & (grad > 0)) | ((Pi >= hi) & (grad < 0))
             projected = np.where(held, 0.0, grad)
             ok = np.isfinite(fi) & np.isfinite(grad).all(1) & np.isfinite(hess).all((1, 2))
@@ -300,7 +396,7 @@ class SinhArcsinhFlow:
                     break
                 step = -np.einsum("bij,bj->bi", vec[trying], g_eig[trying] / (lam[trying] + mu_i[trying, None]))
                 trial = np.clip(Pi[trying] + np.where(held[trying], 0.0, step), lo, hi)
-                ft = cls._newton_terms(Si[:, trying], Hi[:, trying], trial, hessian=False)
+                ft = terms(ci[trying], trial, False)
                 decrease = ((trial - Pi[trying]) * grad[trying]).sum(1)
                 good = np.isfinite(ft) & (ft <= fi[trying] + 1e-4 * decrease) & (ft < fi[trying])
                 new_P[trying[good]], new_f[trying[good]] = trial[good], ft[good]
@@ -320,7 +416,7 @@ class SinhArcsinhFlow:
         sample = U if U.shape[0] <= _START_SAMPLE else np.sort(U, axis=0)[:: U.shape[0] // _START_SAMPLE]
         S, H = self._column_terms(sample)
         cols = np.repeat(np.arange(n_cols), n_starts)
-        P, f = self._newton(S[:, cols], H[:, cols], np.tile(_FLOW_STARTS, (n_cols, 1)))
+        P, f = self._newton(S, H, np.tile(_FLOW_STARTS, (n_cols, 1)), cols)
         P, f = P.reshape(n_cols, n_starts, 4), f.reshape(n_cols, n_starts)
         best = np.zeros(n_cols, dtype=int)
         for k in range(1, n_starts):  # the identity's optimum unless another start is really lower
