@@ -82,6 +82,21 @@ def _child(args) -> None:
         loss.backward()
         return loss
 
+    if args.ab_exp:  # NumPy's exp (main's dispatch on every CPU) against this tree's, alternating in one process
+        from hdgp.kernels import _elementwise
+
+        ours, numpy_all = _elementwise._NUMPY_DTYPES, (torch.float32, torch.float64)
+        evaluate()
+        best = {"numpy_exp": [], "dispatch": []}
+        for _ in range(args.repeats):
+            for key, dtypes in (("numpy_exp", numpy_all), ("dispatch", ours)):
+                _elementwise._NUMPY_DTYPES = dtypes
+                t = time.perf_counter()
+                evaluate()
+                best[key].append(time.perf_counter() - t)
+        _elementwise._NUMPY_DTYPES = ours
+        print(json.dumps({k: min(v) for k, v in best.items()} | {"torch_threads": torch.get_num_threads()}))
+        return
     times = []
     for _ in range(args.repeats + 1):  # the first call compiles and warms caches
         t = time.perf_counter()
@@ -150,10 +165,41 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=None, help="folder for results.jsonl and table.md")
+    parser.add_argument("--ab-exp", action="store_true",
+                        help="in one process per row, alternate NumPy's exp everywhere (main) and this tree's exp "
+                             "dispatch, --repeats times each; prints the best of each")
     args = parser.parse_args()
     if args.child:
         args.threads = int(args.threads)
         _child(args)
+        return
+    if args.ab_exp:
+        lines = [f"`python benchmarks/kernel_evaluation_speed.py --ab-exp --sizes {args.sizes} --models {args.models} "
+                 f"--threads {args.threads} --repeats {args.repeats}` started "
+                 f"{time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}\n",
+                 "| model | n×D | threads | NumPy exp s/eval | dispatch s/eval | speed-up | load 1-min |",
+                 "|---|---|---|---|---|---|---|"]
+        for size in args.sizes.split(","):
+            n, d = map(int, size.split("x"))
+            for model in args.models.split(","):
+                for threads in map(int, args.threads.split(",")):
+                    load0 = os.getloadavg()[0]
+                    env = dict(os.environ, PYTHONPATH=args.after, OMP_NUM_THREADS=str(threads),
+                               MKL_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
+                    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", "--ab-exp", "--model", model,
+                           "--n", str(n), "--d", str(d), "--threads", str(threads), "--repeats", str(args.repeats)]
+                    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+                    if out.returncode != 0:
+                        line = f"| {model} | {n}×{d} | {threads} | error | | | |"
+                    else:
+                        r = json.loads(out.stdout.strip().splitlines()[-1])
+                        line = (f"| {model} | {n}×{d} | {threads} | {r['numpy_exp']:.3f} | {r['dispatch']:.3f} | "
+                                f"{r['numpy_exp'] / r['dispatch']:.2f}× | {load0:.1f}→{os.getloadavg()[0]:.1f} |")
+                    print(line, flush=True)
+                    lines.append(line)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            (Path(args.out) / "ab_exp.md").write_text("\n".join(lines) + "\n")
         return
     after = args.after
     rows = []
