@@ -49,6 +49,9 @@ _NEWTON_MAX_ITER = 200
 _NEWTON_BACKTRACKS = 40
 #: Initial damping of the Newton steps (the objective's Hessian is O(1) near the identity start).
 _NEWTON_MU0 = 1e-3
+#: Rows × problems from which the flow's Newton terms run compiled: below, the first compiled call's
+#: one-off setup in a process (Numba's, shared with the kernels' loops) can cost more than it saves.
+_COMPILED_MIN_ENTRIES = 2**15
 #: Factor by which the damping shrinks after an accepted step and grows after a rejected one.
 _MU_DOWN, _MU_UP = 4.0, 4.0
 
@@ -334,11 +337,13 @@ class SinhArcsinhFlow:
         return f, grad, hess
 
     @classmethod
-    def _terms_function(cls, S, H):
+    def _terms_function(cls, S, H, n_problems=None):
         """``terms(cols, P, hessian)``: :meth:`_newton_terms` of problems ``P`` on the columns ``cols`` of
         ``S``, ``H`` (n, D); compiled (:func:`_compiled_terms`, one pass per problem and no (n, B)
-        temporaries) unless Numba's JIT is disabled."""
-        if numba.config.DISABLE_JIT:
+        temporaries) from :data:`_COMPILED_MIN_ENTRIES` rows × problems on, unless Numba's JIT is
+        disabled."""
+        n_problems = S.shape[1] if n_problems is None else n_problems
+        if numba.config.DISABLE_JIT or S.shape[0] * n_problems < _COMPILED_MIN_ENTRIES:
             return lambda cols, P, hessian: cls._newton_terms(S[:, cols], H[:, cols], P, hessian)
         ST, h_mean = np.ascontiguousarray(S.T), H.mean(0)
 
@@ -366,7 +371,7 @@ class SinhArcsinhFlow:
         lo, hi = (np.array(v, dtype=float) for v in zip(*_BOUNDS))
         P = np.clip(np.array(P, dtype=float), lo, hi)
         cols = np.arange(P.shape[0]) if cols is None else np.asarray(cols, dtype=np.int64)
-        terms = cls._terms_function(S, H)
+        terms = cls._terms_function(S, H, len(cols))
         f = terms(cols, P, False)
         mu = np.full(P.shape[0], _NEWTON_MU0)
         active = np.isfinite(f)
