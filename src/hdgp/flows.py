@@ -25,8 +25,10 @@ stay finite and the map stays a C¹ bijection of the real line.
 
 from __future__ import annotations
 
+import math
+
+import numba
 import numpy as np
-import scipy.optimize
 import scipy.stats
 
 from ._scaling import column_scales, column_std, varies
@@ -37,10 +39,21 @@ __all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
 #: below ~100 for standardised data) while covering any realistic skew and tail weight.
 _BOUNDS = [(-10.0, 10.0), (-5.0, 5.0), (-10.0, 10.0), (-3.0, 3.0)]
 
-#: L-BFGS-B stopping rules of the flow fit, tighter than SciPy's defaults (ftol 2.2e-9, gtol 1e-5): with the
-#: analytic gradient a step costs one evaluation, and a log-warped feature with a far outlier has a
-#: flat valley towards the bounds where the default ftol stops short of the minimum.
-_LBFGS_OPTIONS = {"ftol": 1e-13, "gtol": 1e-9, "maxiter": 2000}
+#: Stopping rule of the flow's Newton fit: largest projected gradient entry (a log-warped feature
+#: with a far outlier has a flat valley towards the bounds, where a loose rule stops short).
+_NEWTON_GTOL = 1e-9
+#: ... or half its Newton decrement (the objective's predicted decrease) below this, relative to the objective.
+_NEWTON_FTOL = 1e-15
+#: Newton iterations and step halvings per iteration, at most.
+_NEWTON_MAX_ITER = 200
+_NEWTON_BACKTRACKS = 40
+#: Initial damping of the Newton steps (the objective's Hessian is O(1) near the identity start).
+_NEWTON_MU0 = 1e-3
+#: Rows × problems from which the flow's Newton terms run compiled: below, the first compiled call's
+#: one-off setup in a process (Numba's, shared with the kernels' loops) can cost more than it saves.
+_COMPILED_MIN_ENTRIES = 2**15
+#: Factor by which the damping shrinks after an accepted step and grows after a rejected one.
+_MU_DOWN, _MU_UP = 4.0, 4.0
 
 #: Accepted values of ``log_transform``.
 LOG_TRANSFORMS = ("auto", True, False, "shifted")
@@ -62,8 +75,8 @@ _START_SAMPLE = 20000
 
 #: Starting points (a, log b, ε, log δ) of the flow's fit: the identity first (kept unless another
 #: start ends lower), then skewed and heavier- or lighter-tailed ones, because the objective has
-#: local minima for heavy-tailed data. Five starts cost five one-dimensional fits per feature, small
-#: beside any GP fit of that size (timings: benchmarks/README.md, "Numbers behind choices in src/").
+#: local minima for heavy-tailed data. The starts of all features are fitted together (one batch of
+#: Newton problems); timings: benchmarks/README.md, "Numbers behind choices in src/".
 _FLOW_STARTS = np.array([[0.0, 0.0, 0.0, 0.0], [0.0, 0.0, -2.0, -1.0], [0.0, 0.0, 2.0, -1.0],
                          [0.0, 0.0, -2.0, 0.5], [0.0, 0.0, 2.0, 0.5]])
 
@@ -81,7 +94,7 @@ def _least_skewed_start(x: np.ndarray) -> float:
     x = _sample(x)
     d = x - x.min()
     scale = np.median(d[d > 0])
-    skews = [abs(scipy.stats.skew(np.log(d + c))) for c in scale * _LOG_STARTS]
+    skews = np.abs(scipy.stats.skew(np.log(d[:, None] + scale * _LOG_STARTS), axis=0))
     return float(scale * _LOG_STARTS[int(np.argmin(skews))])
 
 
@@ -89,6 +102,79 @@ def _light_tailed(x: np.ndarray) -> bool:
     """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`."""
     x = _sample(x)
     return bool(scipy.stats.kurtosis(x) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(x)) <= _AUTO_LOG_SKEW)
+
+
+def _njit(function):
+    """``numba.njit`` with an on-disk cache where Numba finds a writable place for it."""
+    options = dict(error_model="numpy", nogil=True)
+    try:
+        return numba.njit(cache=True, **options)(function)
+    except RuntimeError:  # "cannot cache function ...: no locator available"
+        return numba.njit(**options)(function)
+
+
+@_njit
+def _compiled_terms(ST, h_mean, cols, P, hessian, f, grad, hess):
+    """:meth:`SinhArcsinhFlow._newton_terms` of problems ``P`` (B, 4) on the columns ``ST[cols[b]]``
+    (rows of :math:`\operatorname{asinh} u`, ``(D, n)``; ``h_mean`` the column means of
+    :math:`\tfrac12\log(1+u^2)`) in one pass over each column, into ``f`` (B,), ``grad`` (B, 4) and
+    ``hess`` (B, 4, 4) (the last two only with ``hessian``)."""
+    n = ST.shape[1]
+    log2 = math.log(2.0)
+    for k in range(P.shape[0]):
+        row = ST[cols[k]]
+        a, log_b, eps, log_d = P[k, 0], P[k, 1], P[k, 2], P[k, 3]
+        b, delta = math.exp(log_b), math.exp(log_d)
+        zz = lc = 0.0
+        sz = ssig = sg = sgt = ssg = sc = sct = sss = sq = sqt = sgp = sgpt = sgptt = 0.0
+        for i in range(n):
+            t = delta * row[i]
+            inner = t - eps
+            ai = abs(inner)
+            if ai < 700.0:  # sinh and cosh from one exponential (expm1 near 0: no cancellation)
+                if ai < 1.0:
+                    em = math.expm1(inner)
+                    ex = em + 1.0
+                    sh = 0.5 * em * (em + 2.0) / ex
+                else:
+                    ex = math.exp(inner)
+                    sh = 0.5 * (ex - 1.0 / ex)
+                ch = 0.5 * (ex + 1.0 / ex)
+                lc += math.log(ch)
+            else:  # beyond float range: the limits, and log cosh without overflow
+                sh, ch = math.sinh(inner), math.cosh(inner)
+                lc += ai - log2
+            z = a + b * sh
+            zz += z * z
+            if hessian:
+                sig, c = b * sh, b * ch
+                g = z * c - sh / ch
+                gp = c * c + z * sig - 1.0 / (ch * ch)
+                q = c * sig + z * c
+                sz += z
+                ssig += z * sig
+                sg += g
+                sgt += g * t
+                ssg += sig
+                sc += c
+                sct += c * t
+                sss += z * sig + sig * sig
+                sq += q
+                sqt += q * t
+                sgp += gp
+                sgpt += gp * t
+                sgptt += gp * t * t + g * t
+        f[k] = 0.5 * zz / n - log_b - log_d - lc / n + h_mean[cols[k]]
+        if hessian:
+            grad[k, 0] = sz / n
+            grad[k, 1] = ssig / n - 1.0
+            grad[k, 2] = -sg / n
+            grad[k, 3] = sgt / n - 1.0
+            entries = ((0, 0, 1.0), (0, 1, ssg / n), (0, 2, -sc / n), (0, 3, sct / n), (1, 1, sss / n),
+                       (1, 2, -sq / n), (1, 3, sqt / n), (2, 2, sgp / n), (2, 3, -sgpt / n), (3, 3, sgptt / n))
+            for i, j, value in entries:
+                hess[k, i, j] = value
+                hess[k, j, i] = value
 
 
 class SinhArcsinhFlow:
@@ -205,21 +291,147 @@ class SinhArcsinhFlow:
             grad = np.array([z.mean(), (z * b * sinh).mean() - 1.0, -g.mean(), (g * delta * s).mean() - 1.0])
         return 0.5 * (z**2).mean() - log_jac.mean(), grad
 
-    def _fit_column(self, u):
-        """Minimise the KL objective from every start of :data:`_FLOW_STARTS` (on a sample of a large
-        column), then polish the best on the whole column."""
-        def fit(v, terms, start):
-            return scipy.optimize.minimize(lambda p: self._objective(v, p, terms), start, jac=True,
-                                           method="L-BFGS-B", bounds=_BOUNDS, options=_LBFGS_OPTIONS)
+    @staticmethod
+    def _newton_terms(S, H, P, hessian=True):
+        r"""Objective, gradient and Hessian of :meth:`_objective` for a batch of problems: column ``b`` of
+        ``S`` = :math:`\operatorname{asinh} u` and ``H`` = :math:`\tfrac12\log(1+u^2)` (n, B) with
+        parameters ``P[b]`` (B, 4). With the notation of :meth:`_objective`, :math:`c = b\cosh\iota`,
+        :math:`\sigma = b\sinh\iota`, :math:`t = \delta s` and
+        :math:`g' = \partial_\iota g = c^2 + z\sigma - \operatorname{sech}^2\iota`, the Hessian's
+        entries are the row means of
 
-        sample = _sample(u)
-        terms = self._column_terms(sample)  # shared by every start
-        best = fit(sample, terms, _FLOW_STARTS[0])
-        for start in _FLOW_STARTS[1:]:
-            res = fit(sample, terms, start)
-            if res.fun < best.fun - 1e-9:  # the identity's optimum unless another start is really lower
-                best = res
-        return best.x if sample is u else fit(u, self._column_terms(u), best.x).x
+        .. math::
+
+            \begin{array}{llll}
+            1 & \sigma & -c & c t \\
+              & z\sigma + \sigma^2 & -q & q t \\
+              & & g' & -g' t \\
+              & & & g' t^2 + g t
+            \end{array}
+            \qquad (q = c\sigma + z c)
+
+        in the order :math:`(a, \log b, \epsilon, \log\delta)`. Without ``hessian``: the objective only."""
+        a, log_b, eps, log_d = (P[:, k] for k in range(4))
+        b, delta = np.exp(log_b), np.exp(log_d)
+        t = delta * S
+        inner = t - eps
+        with np.errstate(over="ignore", invalid="ignore"):
+            sinh = np.sinh(inner)
+            z = a + b * sinh
+            log_cosh = np.logaddexp(inner, -inner) - np.log(2.0)
+            f = 0.5 * (z * z).mean(0) - log_b - log_d - log_cosh.mean(0) + H.mean(0)
+            if not hessian:
+                return f
+            cosh = np.cosh(inner)
+            sig, c = b * sinh, b * cosh
+            g = z * c - sinh / cosh
+            gp = c * c + z * sig - 1.0 / (cosh * cosh)
+            q = c * sig + z * c
+            grad = np.stack([z.mean(0), (z * sig).mean(0) - 1.0, -g.mean(0), (g * t).mean(0) - 1.0], axis=1)
+            hess = np.empty((P.shape[0], 4, 4))
+            entries = {(0, 0): np.ones(P.shape[0]), (0, 1): sig.mean(0), (0, 2): -c.mean(0), (0, 3): (c * t).mean(0),
+                       (1, 1): (z * sig + sig * sig).mean(0), (1, 2): -q.mean(0), (1, 3): (q * t).mean(0),
+                       (2, 2): gp.mean(0), (2, 3): -(gp * t).mean(0), (3, 3): (gp * t * t + g * t).mean(0)}
+            for (i, j), value in entries.items():
+                hess[:, i, j] = hess[:, j, i] = value
+        return f, grad, hess
+
+    @classmethod
+    def _terms_function(cls, S, H, n_problems=None):
+        """``terms(cols, P, hessian)``: :meth:`_newton_terms` of problems ``P`` on the columns ``cols`` of
+        ``S``, ``H`` (n, D); compiled (:func:`_compiled_terms`, one pass per problem and no (n, B)
+        temporaries) from :data:`_COMPILED_MIN_ENTRIES` rows × problems on, unless Numba's JIT is
+        disabled."""
+        n_problems = S.shape[1] if n_problems is None else n_problems
+        if numba.config.DISABLE_JIT or S.shape[0] * n_problems < _COMPILED_MIN_ENTRIES:
+            return lambda cols, P, hessian: cls._newton_terms(S[:, cols], H[:, cols], P, hessian)
+        ST, h_mean = np.ascontiguousarray(S.T), H.mean(0)
+
+        def terms(cols, P, hessian):
+            f = np.empty(P.shape[0])
+            grad, hess = (np.empty((P.shape[0], 4)), np.empty((P.shape[0], 4, 4))) if hessian else \
+                (np.empty((0, 4)), np.empty((0, 4, 4)))
+            _compiled_terms(ST, h_mean, cols, np.ascontiguousarray(P), hessian, f, grad, hess)
+            return (f, grad, hess) if hessian else f
+        return terms
+
+    @classmethod
+    def _newton(cls, S, H, P, cols=None):
+        r"""Minimise the KL objective of every column of ``S``, ``H`` (:meth:`_newton_terms`) from ``P``
+        (B, 4) within :data:`_BOUNDS`, all columns at once, by damped (Levenberg–Marquardt) Newton
+        steps :math:`-(|\nabla^2 f| + \mu I)^{-1}\nabla f`: the Hessian's eigenvalues in absolute value
+        (so a step descends where the objective is not convex), variables at a bound the gradient
+        pushes against held there, the step projected onto the box and accepted when it lowers the
+        objective by an Armijo fraction of its first-order prediction; otherwise :math:`\mu` grows
+        (the step turns towards the gradient and shortens), and shrinks after each success. A problem
+        stops when its projected gradient is below :data:`_NEWTON_GTOL`, half its Newton decrement
+        (the predicted decrease) below :data:`_NEWTON_FTOL` relative to the objective, or no step
+        lowers its objective any more. Problem ``b`` is column ``cols[b]`` (default ``b``) of ``S`` and
+        ``H`` (n, D). Returns ``(P, f)``."""
+        lo, hi = (np.array(v, dtype=float) for v in zip(*_BOUNDS))
+        P = np.clip(np.array(P, dtype=float), lo, hi)
+        cols = np.arange(P.shape[0]) if cols is None else np.asarray(cols, dtype=np.int64)
+        terms = cls._terms_function(S, H, len(cols))
+        f = terms(cols, P, False)
+        mu = np.full(P.shape[0], _NEWTON_MU0)
+        active = np.isfinite(f)
+        for _ in range(_NEWTON_MAX_ITER):
+            idx = np.flatnonzero(active)
+            if idx.size == 0:
+                break
+            ci, Pi = cols[idx], P[idx]
+            fi, grad, hess = terms(ci, Pi, True)
+            held = ((Pi <= lo) & (grad > 0)) | ((Pi >= hi) & (grad < 0))
+            projected = np.where(held, 0.0, grad)
+            ok = np.isfinite(fi) & np.isfinite(grad).all(1) & np.isfinite(hess).all((1, 2))
+            free = ~held
+            hess = np.where(free[:, :, None] & free[:, None, :], np.nan_to_num(hess), 0.0)
+            hess[:, np.arange(4), np.arange(4)] += held  # identity on the held variables
+            lam, vec = np.linalg.eigh(hess)
+            lam = np.abs(lam)
+            g_eig = np.einsum("bji,bj->bi", vec, np.nan_to_num(projected))  # the gradient in the eigenbasis
+            newton = 0.5 * (g_eig**2 / np.maximum(lam, 1e-300)).sum(1)
+            done = ~ok | (np.abs(projected).max(1) < _NEWTON_GTOL) | (newton < _NEWTON_FTOL * np.maximum(np.abs(fi), 1.0))
+            mu_i = mu[idx]
+            accepted = done.copy()
+            new_P, new_f = Pi.copy(), fi.copy()
+            for _ in range(_NEWTON_BACKTRACKS):
+                trying = np.flatnonzero(~accepted)
+                if trying.size == 0:
+                    break
+                step = -np.einsum("bij,bj->bi", vec[trying], g_eig[trying] / (lam[trying] + mu_i[trying, None]))
+                trial = np.clip(Pi[trying] + np.where(held[trying], 0.0, step), lo, hi)
+                ft = terms(ci[trying], trial, False)
+                decrease = ((trial - Pi[trying]) * grad[trying]).sum(1)
+                good = np.isfinite(ft) & (ft <= fi[trying] + 1e-4 * decrease) & (ft < fi[trying])
+                new_P[trying[good]], new_f[trying[good]] = trial[good], ft[good]
+                accepted[trying[good]] = True
+                mu_i[trying[~good]] = np.maximum(mu_i[trying[~good]] * _MU_UP, 1e-3)
+            mu[idx] = np.where(accepted & ~done, mu_i / _MU_DOWN, mu_i)
+            stalled = ~accepted  # no step lowers the objective any more: converged to rounding
+            P[idx], f[idx] = new_P, new_f
+            active[idx[done | stalled]] = False
+        return P, f
+
+    def _fit_columns(self, U):
+        """Minimise the KL objective of every column of ``U`` from every start of :data:`_FLOW_STARTS`
+        (on a sample of large columns), keep the identity start's optimum unless another ends lower,
+        then polish the best on the whole columns. Returns (D, 4) parameters."""
+        n_cols, n_starts = U.shape[1], len(_FLOW_STARTS)
+        sample = U if U.shape[0] <= _START_SAMPLE else np.sort(U, axis=0)[:: U.shape[0] // _START_SAMPLE]
+        S, H = self._column_terms(sample)
+        cols = np.repeat(np.arange(n_cols), n_starts)
+        P, f = self._newton(S, H, np.tile(_FLOW_STARTS, (n_cols, 1)), cols)
+        P, f = P.reshape(n_cols, n_starts, 4), f.reshape(n_cols, n_starts)
+        best = np.zeros(n_cols, dtype=int)
+        for k in range(1, n_starts):  # the identity's optimum unless another start is really lower
+            lower = f[np.arange(n_cols), k] < f[np.arange(n_cols), best] - 1e-9
+            best[lower] = k
+        P = P[np.arange(n_cols), best]
+        if sample is not U:
+            S, H = self._column_terms(U)
+            P = self._newton(S, H, P)[0]
+        return P
 
     # ------------------------------------------------------------------- API
     def _check(self, X):
@@ -259,8 +471,9 @@ class SinhArcsinhFlow:
         if getattr(self, "skip_light_tails", False):
             self.warped_ &= ~np.array([_light_tailed(X[:, j]) for j in range(n_feat)], dtype=bool)
         U = (T - self.center_) / self.scale_
-        for j in np.flatnonzero(self.warped_):
-            self.params_[j] = self._fit_column(U[:, j])
+        warped = np.flatnonzero(self.warped_)
+        if warped.size:
+            self.params_[warped] = self._fit_columns(U[:, warped])
         return self
 
     def _log_columns(self):
