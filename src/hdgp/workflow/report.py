@@ -340,7 +340,8 @@ def _sections(tm, top: int, images: dict) -> list[str]:
         header = (["validation log-loss", "validation accuracy"] if classify
                   else ["validation log density", "calibrated", "variance factor", "validation RMSE"])
         parts.append("<h2 id='selection'>Model choice (--model auto)</h2>")
-        parts.append("<p class='note'>Each candidate was fitted on 80 % of the training rows and scored by its "
+        parts.append("<p class='note'>Candidates were fitted by successive halving on growing subsets of 80 % of the "
+                     "training rows (one stopped once clearly behind the leader) and scored by their "
                      + ("log-loss on the other 20 % (lower is better)" if classify else
                         "mean log predictive density on the other 20 % once its predictive variances were "
                         "multiplied by the factor that calibrates them there (higher is better)")
