@@ -115,7 +115,7 @@ def _njit(function):
 
 @_njit
 def _compiled_terms(ST, h_mean, cols, P, hessian, f, grad, hess):
-    """:meth:`SinhArcsinhFlow._newton_terms` of problems ``P`` (B, 4) on the columns ``ST[cols[b]]``
+    r""":meth:`SinhArcsinhFlow._newton_terms` of problems ``P`` (B, 4) on the columns ``ST[cols[b]]``
     (rows of :math:`\operatorname{asinh} u`, ``(D, n)``; ``h_mean`` the column means of
     :math:`\tfrac12\log(1+u^2)`) in one pass over each column, into ``f`` (B,), ``grad`` (B, 4) and
     ``hess`` (B, 4, 4) (the last two only with ``hessian``)."""
