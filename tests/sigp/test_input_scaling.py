@@ -15,17 +15,17 @@ def _data(n, p=12, seed=0):
     return X, y
 
 
-def test_default_fit_ignores_irrelevant_features():
+def test_auto_input_scaling_ignores_irrelevant_features():
     X, y = _data(400)
     Xt, yt = _data(300, seed=1)
-    default = SIGPRegressor(**GRID).fit(X, y)
+    default = SIGPRegressor(input_scaling="auto", **GRID).fit(X, y)
     isotropic = SIGPRegressor(input_scaling=None, **GRID).fit(X, y)
     rmse = {name: float(np.sqrt(np.mean((est.predict(Xt) - yt) ** 2))) / yt.std()
             for name, est in (("default", default), ("isotropic", isotropic))}
     # on the relevant features alone the isotropic kernel is as good as the weighted one ...
     alone = SIGPRegressor(input_scaling=None, **GRID).fit(X[:, :2], y)
     rmse_alone = float(np.sqrt(np.mean((alone.predict(Xt[:, :2]) - yt) ** 2))) / yt.std()
-    # ... while with ten irrelevant features beside them it collapses (the #41 failure), the default does not
+    # ... while with ten irrelevant features beside them it collapses (the #41 failure), input_scaling="auto" does not
     assert rmse["isotropic"] > 3 * rmse_alone
     assert rmse["default"] < 2 * rmse_alone
     w = default.input_weights_
