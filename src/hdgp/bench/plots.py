@@ -29,10 +29,11 @@ def register_plot(name: str, hook: Callable) -> None:
 
 
 def _pyplot():
+    # deferred: matplotlib loads, and takes the Agg backend, only when a report draws (`hdgp bench` starts without)
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: imported after the backend is chosen
 
     return plt
 
