@@ -75,7 +75,7 @@ class AutoTableModel:
         y = np.asarray(y).ravel()
         frame[self._TARGET] = y
         self.model_ = workflow.fit_table(frame, self._TARGET, task=self.task, model="auto", test_size=0.0,
-                                random_state=self.random_state)
+                                         random_state=self.random_state)
         self.chosen_ = str(self.model_.metadata.get("model", type(self.model_.estimator).__name__))
         if self.task == "classification":
             self.classes_ = np.unique(y)

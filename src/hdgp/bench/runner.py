@@ -331,7 +331,7 @@ def _run_local(tasks, workers, threads, on_result, fn=run_task):
 
 
 def _run_dask(tasks, address, on_result):
-    try:  # deferred: Dask's distributed is an optional extra (hdgp[bench]) and takes a second to import
+    try:  # deferred: Dask's distributed is an optional extra (hdgp[bench]), slow to import
         from distributed import Client, as_completed
     except ImportError as exc:
         raise ImportError(
@@ -361,7 +361,7 @@ def _run_inline(tasks, threads, on_result):
 def _check_device(device, local: bool = True) -> None:
     """Fail before any task for a device no task could use. ``local``: this machine runs the tasks
     (with a Dask scheduler the workers' GPUs count, so only the spelling is checked here)."""
-    import torch  # deferred: torch takes seconds to import; `hdgp bench --help` needs none
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     from hdgp.estimators._base import resolve_device  # deferred: the estimators import torch and gpytorch
 

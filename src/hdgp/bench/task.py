@@ -85,7 +85,7 @@ def set_threads(threads: int) -> None:
     """
     for var in _THREAD_VARIABLES:
         os.environ[var] = str(threads)
-    import torch  # deferred: torch takes seconds to import; `hdgp bench --help` and the runner's planning need none
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     torch.set_num_threads(threads)
     threadpool_limits(limits=threads)
@@ -95,7 +95,7 @@ def set_threads(threads: int) -> None:
 def restored_threads():
     """On exit, put back what :func:`set_threads` changes: torch's threads, the BLAS and OpenMP
     pools and the environment variables (tasks run in the caller's own process)."""
-    import torch  # deferred: torch takes seconds to import; `hdgp bench --help` needs none
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     saved_env = {var: os.environ.get(var) for var in _THREAD_VARIABLES}
     saved_torch = torch.get_num_threads()
@@ -311,7 +311,7 @@ def _device_of(est) -> str:
     device = est.get_params(deep=False).get("device")
     if device is None:
         return "cpu"
-    import torch  # deferred: torch takes seconds to import; a CPU-only run of a peer needs none
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     device = torch.device(device)
     if device.type == "cpu":  # "cpu:0" too
