@@ -1,9 +1,14 @@
 """The package's layers only point down (the contracts in pyproject.toml, ARCHITECTURE.md),
-and no module imports itself back through others (no import cycle, at any depth)."""
+no module imports itself back through others (no import cycle, at any depth), imports inside
+functions say why they wait, and no module outgrows one job (600 lines)."""
 
+import ast
+import io
 import os
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -70,3 +75,64 @@ def test_no_import_cycle_between_any_modules():
     finally:
         sys.path.remove(str(ROOT / "src"))
     assert _cycles(graph) == []
+
+
+# ------------------------------------------------------------------ imports inside functions, module size
+
+SRC = ROOT / "src" / "hdgp"
+#: Longest a module of src/hdgp may grow (issue #42: a file past ~600 lines holds more than one job).
+MAX_MODULE_LINES = 600
+_DIRECTIVE = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[\w-]+\])?|pragma:\s*no\s*cover",
+                        re.IGNORECASE)
+
+
+def _comments(source: str) -> dict[int, str]:
+    """Line number → the text of the comment on that line (tokenized: a '#' inside a string is no comment)."""
+    return {tok.start[0]: tok.string.lstrip("#").strip()
+            for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+
+
+def _is_reason(comment: str | None) -> bool:
+    """A comment that says something ("deferred: torch"): two words or more once lint directives (noqa,
+    type: ignore) are removed."""
+    return comment is not None and len(_DIRECTIVE.sub(" ", comment).split()) >= 2
+
+
+def unexplained_imports(source: str) -> list[int]:
+    """Lines of the imports inside a function (at any depth) with no reason in a comment on one of their lines
+    or on the line above."""
+    comments = _comments(source)
+    out = set()
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, (ast.Import, ast.ImportFrom)) and not any(
+                    _is_reason(comments.get(line)) for line in range(node.lineno - 1, node.end_lineno + 1)):
+                out.add(node.lineno)
+    return sorted(out)
+
+
+def test_the_import_check_tells_a_reason_from_none():
+    planted = ("import os\n\n"
+               "def f():\n    import json\n    return json\n\n"                                  # no comment: flagged
+               "def g():\n    import torch  # deferred: torch takes seconds to import\n\n"          # reason on the line
+               "def h():\n    # deferred: matplotlib loads only when a figure is drawn\n    import matplotlib\n\n"
+               "def k():\n    import scipy  # noqa: F401\n\n"                                     # a directive is no reason
+               "class C:\n    def m(self):\n        def inner():\n            from x import y\n"  # nested: flagged
+               "        s = '# not a comment'\n        import re\n")                               # '#' in a string: flagged
+    assert unexplained_imports(planted) == [4, 15, 20, 22]
+
+
+def test_imports_inside_functions_say_why():
+    # issue #42: an import waits inside a function only to defer a heavy dependency, and says so on its line
+    # (or the line above); every other import sits at the top of its module
+    found = [f"{path.relative_to(ROOT)}:{line}"
+             for path in sorted(SRC.rglob("*.py")) for line in unexplained_imports(path.read_text(encoding="utf-8"))]
+    assert found == [], "imports inside functions without a reason comment:\n" + "\n".join(found)
+
+
+def test_no_source_module_is_longer_than_600_lines():
+    long = {str(path.relative_to(ROOT)): n for path in sorted(SRC.rglob("*.py"))
+            if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"modules over {MAX_MODULE_LINES} lines (split them by job): {long}"

@@ -8,6 +8,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from sklearn.base import is_classifier
+from tqdm.auto import tqdm
 
 from . import data, metrics
 from .presets import preset, presets
@@ -29,8 +31,6 @@ def run_demo(dataset: str = "diabetes", split: int = 0, models=DEMO_MODELS, outp
     Metrics are on the standardised target (training statistics), as in the papers:
     test RMSE (1.0 ≈ predicting the mean) and NLPD (lower is better).
     """
-    from tqdm.auto import tqdm
-
     chosen = _demo_models(models)
     out = Path(output_dir)
     if out.exists() and not out.is_dir():
@@ -62,8 +62,6 @@ def _demo_models(models) -> list[str]:
     The default :data:`DEMO_MODELS` may name families that are not installed: those are
     skipped. A name the user gave that is unknown, or a classifier, is an error.
     """
-    from sklearn.base import is_classifier
-
     available = {name.lower(): name for name in presets()}
     if tuple(models) == DEMO_MODELS:
         return [available[m.lower()] for m in models if m.lower() in available]
@@ -83,10 +81,11 @@ def _demo_models(models) -> list[str]:
 
 
 def _plot(ds, predictions: dict, path: Path) -> None:
+    # deferred: matplotlib loads, and takes the Agg backend, only when the demo draws (not on import)
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: imported after the backend is chosen
 
     k = len(predictions)
     cols = min(4, k)

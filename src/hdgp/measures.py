@@ -126,7 +126,7 @@ def gaussian_mixture_measure(
     random_state : int, RandomState or None
         Seed of the EM initialisation.
     """
-    from sklearn.mixture import GaussianMixture
+    from sklearn.mixture import GaussianMixture  # deferred: slow to import; every kernel imports this module
 
     if isinstance(n_components, bool) or not isinstance(n_components, numbers.Integral) or n_components < 1:
         raise ValueError(f"n_components must be a positive integer, got {n_components!r}.")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
+from scipy.stats import norm
 
 __all__ = ["rmse", "mse", "nlpd", "r2", "interval_coverage"]
 
@@ -92,8 +93,6 @@ def interval_coverage(y_true, mean, std, level: float = 0.95) -> float:
     .. math:: \frac1n\sum_i \mathbf 1\big[|y_i - \mu_i| \le z\, s_i\big],
               \qquad z = \Phi^{-1}\big(\tfrac12 + \tfrac{\text{level}}2\big),\ 0 < \text{level} < 1,\ s_i \ge 0
     """
-    from scipy.stats import norm
-
     if isinstance(level, bool) or not isinstance(level, numbers.Real) or not 0 < level < 1:
         raise ValueError(f"interval_coverage: level must be a number in (0, 1) such as 0.95, got {level!r}.")
     y_true, mean, std = _checked("interval_coverage", y_true=y_true, mean=mean, std=std)

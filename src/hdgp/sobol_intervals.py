@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from sklearn.utils import _safe_indexing
 
 from .kernels.additive_kernel import AdditiveKernel
 from .kernels.feature_stack import FeatureStackKernel
@@ -325,8 +326,6 @@ def sobol_intervals(estimator, *, terms=None, max_terms: int = 10, level: float 
 
 
 def _bootstrap_samples(estimator, terms, X, y, n_samples, n_points, n_boot, class_index, seed) -> np.ndarray:
-    from sklearn.utils import _safe_indexing
-
     if X is None or y is None:
         raise ValueError('method="bootstrap" refits the model: pass the training X and y.')
     if isinstance(n_boot, bool) or not isinstance(n_boot, (int, np.integer)) or n_boot < 2:

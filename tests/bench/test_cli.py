@@ -1,5 +1,8 @@
 """`hdgp bench run/report/list` argument handling and error messages."""
 
+import subprocess
+import sys
+
 from click.testing import CliRunner
 
 from hdgp.bench import ResultStore
@@ -126,3 +129,15 @@ def test_a_device_is_checked_before_a_run_or_a_dry_run_and_recorded(tiny_protoco
     assert result.exit_code == 0, result.output
     with ResultStore(db) as store:
         assert list(store.frame("tiny")["device"]) == ["cpu"]
+
+
+def test_bench_help_and_list_do_not_import_torch():
+    # the estimators (torch, gpytorch) load when a task runs, not when the harness starts (issue #42:
+    # the imports that wait inside bench functions are those of torch and the presets)
+    code = ("import sys\nfrom hdgp.cli import main\n"
+            "for args in (['bench', '--help'], ['bench', 'run', '--help'], ['bench', 'list']):\n"
+            "    try:\n        main(args, prog_name='hdgp')\n    except SystemExit:\n        pass\n"
+            "print('LOADED', *sorted(m for m in ('torch', 'gpytorch', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "Usage: hdgp bench" in out and "rpa-gp-table1" in out
+    assert out.strip().splitlines()[-1] == "LOADED"

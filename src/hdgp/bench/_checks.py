@@ -10,11 +10,17 @@ from __future__ import annotations
 import numbers
 from dataclasses import MISSING
 
-__all__ = ["check_str", "check_name", "check_optional_str", "check_mapping", "check_int_sequence", "check_str_sequence",
-           "as_sequence", "build_entry"]
+__all__ = ["check_choice", "check_str", "check_name", "check_optional_str", "check_mapping", "check_int_sequence",
+           "check_str_sequence", "as_sequence", "build_entry"]
 
 #: Characters a name may not contain: names become parts of result paths.
 _PATH_SEPARATORS = ("/", "\\")
+
+
+def check_choice(owner: str, field: str, value, options: tuple) -> None:
+    """``value`` is one of ``options``."""
+    if value not in options:
+        raise ValueError(f"{owner}: {field} must be one of {options}, got {value!r}.")
 
 
 def check_str(owner: str, field: str, value) -> None:

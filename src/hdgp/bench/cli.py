@@ -13,6 +13,12 @@ import warnings
 import click
 
 from .._click import ListOption, split_list
+from .protocols import PROTOCOLS, get_protocol
+from .report import default_report_dir, make_report
+from .restore import restore_store
+from .runner import _check_device, check_revision, describe_unregistered, run_protocol, usable_cores
+from .status import status_table, task_status
+from .store import StoreError, default_db_path
 
 __all__ = ["bench"]
 
@@ -32,8 +38,6 @@ def bench():
 @bench.command("list")
 def list_protocols():
     """List the built-in protocols with their data sets and models."""
-    from .protocols import PROTOCOLS
-
     for proto in PROTOCOLS.values():
         click.echo(f"{proto.name}: {proto.description}")
         click.echo(f"  data sets: {', '.join(d.name for d in proto.datasets)}")
@@ -67,8 +71,6 @@ def _integers(splits, seeds) -> tuple[list[int], list[int]]:
 
 def _echo_status(frame, dry_run: bool, workers: int) -> None:
     """Print the per-cell table of :func:`hdgp.bench.status.status_table` and what is left to do."""
-    from .status import status_table
-
     table = status_table(frame)
     columns = ["dataset", "model", "done", "failed", "missing"] + (["to_run", "estimate_s"] if dry_run else [])
     columns.append("s_per_task")
@@ -119,11 +121,6 @@ def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, th
     Refuses to run from a checkout whose hdgp sources have uncommitted changes unless --allow-dirty:
     every stored row records the commit it ran on, and a '+dirty' one cannot be rebuilt.
     """
-    from .protocols import get_protocol
-    from .runner import _check_device, check_revision, describe_unregistered, run_protocol, usable_cores
-    from .status import task_status
-    from .store import StoreError
-
     split_indices, seed_list = _integers(splits, seeds)
     if dry_run:
         try:
@@ -167,9 +164,6 @@ def run_cmd(protocol, datasets, models, splits, seeds, db, data_dir, workers, th
 @_selection_options
 def status_cmd(protocol, datasets, models, splits, seeds, db, data_dir):
     """Show which tasks of PROTOCOL are done, failed or missing, per data set and model, with their stored times."""
-    from .status import task_status
-    from .store import StoreError
-
     split_indices, seed_list = _integers(splits, seeds)
     try:
         frame = task_status(protocol, datasets=split_list(datasets), models=split_list(models),
@@ -195,9 +189,6 @@ def status_cmd(protocol, datasets, models, splits, seeds, db, data_dir):
 @click.option("--no-plots", is_flag=True, help="Skip the PNG figures.")
 def report_cmd(protocol, db, out_dir, reference_dir, no_plots):
     """Write Markdown, CSV and PNG reports of PROTOCOL's stored results."""
-    from .report import make_report
-    from .store import StoreError
-
     try:
         with warnings.catch_warnings(record=True) as caught:  # shown as notes, not as source lines
             warnings.simplefilter("always")
@@ -224,11 +215,6 @@ def restore_cmd(protocol, folder, db):
     `restore`, `bench run` skips the tasks already there and `bench report` renders
     old and new results together. Tasks already in the database are kept.
     """
-    from .protocols import get_protocol
-    from .report import default_report_dir
-    from .restore import restore_store
-    from .store import StoreError, default_db_path
-
     try:
         name = get_protocol(protocol).name
         counts = restore_store(name, folder if folder is not None else default_report_dir(name),

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
+from sklearn import datasets as sklearn_datasets
 from sklearn.utils import Bunch
 
+from ..data import load
+from ..data.bayesian_benchmarks import N_SPLITS, load_bb_split
+from ..data.sigp import load_sigp, load_sigp_split
 from .protocols import DatasetSpec
 
 __all__ = ["SKLEARN_TABLES", "load_split", "n_splits"]
@@ -25,9 +29,7 @@ def _sklearn_split(name: str, split: int):
         raise ValueError(f"Unknown scikit-learn table {name!r}; valid: {', '.join(SKLEARN_TABLES)}.")
     if not (0 <= split < _SKLEARN_SPLITS):
         raise ValueError(f"split must be in [0, {_SKLEARN_SPLITS - 1}] for {name!r}, got {split}.")
-    from sklearn import datasets
-
-    X, y = getattr(datasets, SKLEARN_TABLES[name])(return_X_y=True)
+    X, y = getattr(sklearn_datasets, SKLEARN_TABLES[name])(return_X_y=True)
     perm = np.random.default_rng(1000 + split).permutation(len(y))
     n_test = max(1, int(round(_SKLEARN_TEST_FRACTION * len(y))))
     test, train = perm[:n_test], perm[n_test:]
@@ -44,18 +46,12 @@ def _raw_split(spec: DatasetSpec, split: int, data_dir):
 def _stored_split(spec: DatasetSpec, split: int, data_dir):
     name = spec.loader_name or spec.name
     if spec.source == "registry":
-        from hdgp.data import load
-
         b = load(name, split=split, data_dir=data_dir, standardize=False, **spec.kwargs)
         return b.X_train, b.y_train, b.X_test, b.y_test, b.n_splits
     if spec.source == "sklearn":
         return _sklearn_split(name, split)
     if spec.source == "bayesian-benchmarks":
-        from hdgp.data.bayesian_benchmarks import N_SPLITS, load_bb_split
-
         return (*load_bb_split(name, split, data_dir), N_SPLITS)
-    from hdgp.data.sigp import load_sigp, load_sigp_split
-
     if spec.source == "sigp-fixed":
         if split != 0:
             raise ValueError(f"{spec.name!r} has a single fixed split (0), got split {split}.")

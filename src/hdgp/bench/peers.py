@@ -11,16 +11,23 @@ from __future__ import annotations
 
 import difflib
 
+import numpy as np
+import pandas as pd
+
+from .. import workflow
+
 __all__ = ["PEERS", "AutoTableModel", "make_peer", "peer_names"]
 
 
 def _hist_gradient_boosting_regressor(**params):
+    # deferred: sklearn.ensemble is slow to import and only this peer needs it; `hdgp bench` starts without it
     from sklearn.ensemble import HistGradientBoostingRegressor
 
     return HistGradientBoostingRegressor(**params)
 
 
 def _hist_gradient_boosting_classifier(**params):
+    # deferred: sklearn.ensemble is slow to import and only this peer needs it; `hdgp bench` starts without it
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(**params)
@@ -58,32 +65,23 @@ class AutoTableModel:
         return self
 
     def _frame(self, X):
-        import numpy as np
-        import pandas as pd
-
         X = np.asarray(X, float)
         return pd.DataFrame(X, columns=[f"x{j}" for j in range(X.shape[1])])
 
     def fit(self, X, y):
-        import numpy as np
-
-        from hdgp.workflow import fit_table
-
         if self.task not in ("regression", "classification"):
             raise ValueError(f"task must be 'regression' or 'classification', got {self.task!r}.")
         frame = self._frame(X)
         y = np.asarray(y).ravel()
         frame[self._TARGET] = y
-        self.model_ = fit_table(frame, self._TARGET, task=self.task, model="auto", test_size=0.0,
-                                random_state=self.random_state)
+        self.model_ = workflow.fit_table(frame, self._TARGET, task=self.task, model="auto", test_size=0.0,
+                                         random_state=self.random_state)
         self.chosen_ = str(self.model_.metadata.get("model", type(self.model_.estimator).__name__))
         if self.task == "classification":
             self.classes_ = np.unique(y)
         return self
 
     def predict(self, X, return_std: bool = False):
-        import numpy as np
-
         if self.task == "classification":
             if return_std:
                 raise TypeError("a classifier has no predictive standard deviation")
@@ -93,8 +91,6 @@ class AutoTableModel:
         return (mean, out["std"].to_numpy()) if return_std else mean
 
     def predict_proba(self, X):
-        import numpy as np
-
         out = self.model_.predict_proba(self._frame(X))
         by_label = {str(c): f"proba_{c}" for c in self.model_.schema.classes}
         columns = []

@@ -29,12 +29,22 @@ def register_plot(name: str, hook: Callable) -> None:
 
 
 def _pyplot():
+    # deferred: matplotlib loads, and takes the Agg backend, only when a report draws (`hdgp bench` starts without)
     import matplotlib
 
     matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
+    import matplotlib.pyplot as plt  # deferred: imported after the backend is chosen
 
     return plt
+
+
+def _save(plt, fig, out_dir: Path, name: str) -> list[Path]:
+    """Lay ``fig`` out, write it to ``out_dir / name`` (110 dpi) and close it; returns the path as a hook does."""
+    fig.tight_layout()
+    path = Path(out_dir) / name
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return [path]
 
 
 def plot_metric(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path,
@@ -70,11 +80,7 @@ def plot_metric(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_d
         ax.axis("off")
     # two lines: one panel is too narrow for the whole title
     fig.suptitle(f"{protocol.name}: test {metric.upper()}\n(ours: mean ± 2·std, dots; paper: crosses)", fontsize=10)
-    fig.tight_layout()
-    path = Path(out_dir) / f"{metric}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(plt, fig, out_dir, f"{metric}.png")
 
 
 def sobol_shares(results: pd.DataFrame) -> pd.DataFrame:
@@ -136,11 +142,7 @@ def plot_sobol_by_order(results: pd.DataFrame, comparison: pd.DataFrame, protoco
     ax.set_ylabel("normalised Sobol index")
     ax.legend(fontsize=7)
     ax.set_title("Sobol share by interaction order\n(mean ± std over splits)", fontsize=9)
-    fig.tight_layout()
-    path = Path(out_dir) / "sobol_by_order.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(plt, fig, out_dir, "sobol_by_order.png")
 
 
 _PARAM_LABELS = {"n_projections": "number of projections J", "n_inducing": "number of inducing points M"}
@@ -183,11 +185,7 @@ def plot_convergence_in_j(results: pd.DataFrame, comparison: pd.DataFrame, proto
         ax.set_ylabel(f"test {metric.upper()}")
         ax.set_title(dataset, fontsize=9)
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    path = Path(out_dir) / f"convergence_in_{_PARAM_SYMBOLS.get(param, param)}.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(plt, fig, out_dir, f"convergence_in_{_PARAM_SYMBOLS.get(param, param)}.png")
 
 
 def plot_cumulative_sobol(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path) -> list[Path]:
@@ -216,11 +214,7 @@ def plot_cumulative_sobol(results: pd.DataFrame, comparison: pd.DataFrame, proto
         twin.plot(curve["n_terms"], np.asarray(curve["cumulative_sobol"]) / (total or 1.0), "--", color="C2")
         twin.set_ylabel("cumulative Sobol (normalised)", color="C2")
         ax.set_title(f"{dataset} ({model})", fontsize=9)
-    fig.tight_layout()
-    path = Path(out_dir) / "cumulative_sobol.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(plt, fig, out_dir, "cumulative_sobol.png")
 
 
 def plot_scaling(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path) -> list[Path]:
@@ -239,11 +233,7 @@ def plot_scaling(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_
     ax.set_ylabel("training time (s)")
     ax.legend(fontsize=7)
     ax.set_title(f"{protocol.name}: training time", fontsize=9)
-    fig.tight_layout()
-    path = Path(out_dir) / "scaling.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(plt, fig, out_dir, "scaling.png")
 
 
 def plot_metric_vs_n(results: pd.DataFrame, comparison: pd.DataFrame, protocol, out_dir: Path,
@@ -276,11 +266,7 @@ def plot_metric_vs_n(results: pd.DataFrame, comparison: pd.DataFrame, protocol, 
         ax.set_ylabel(f"test {metric.upper()}")
         ax.set_title(function, fontsize=9)
         ax.legend(fontsize=6)
-    fig.tight_layout()
-    path = Path(out_dir) / f"{metric}_vs_n.png"
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return [path]
+    return _save(plt, fig, out_dir, f"{metric}_vs_n.png")
 
 
 register_plot("rmse", lambda res, cmp, proto, out: plot_metric(res, cmp, proto, out, "rmse"))

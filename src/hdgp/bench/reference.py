@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..data import find_data_dir
 from .protocols import Protocol, get_protocol
 
 __all__ = ["REFERENCE_DIR_ENV", "empty_reference", "find_reference_dir", "load_reference"]
@@ -53,8 +54,6 @@ def find_reference_dir(reference_dir=None, data_dir=None) -> Path | None:
         if not path.is_dir():
             raise FileNotFoundError(f"{REFERENCE_DIR_ENV}={env!r} is not a folder.")
         return path
-    from hdgp.data import find_data_dir
-
     root = find_data_dir(data_dir)
     if root is not None and (root.parent / "reference").is_dir():
         return root.parent / "reference"

@@ -18,7 +18,11 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tqdm.auto import tqdm
+
+from ..data import DATA_DIR_ENV, find_data_dir, list_datasets
 from ..exceptions import HDGPWarning
+from .datasets import n_splits
 from .protocols import Protocol, get_protocol
 from .peers import PEERS
 from .store import ResultStore, default_db_path
@@ -78,7 +82,7 @@ def describe_unregistered(proto: Protocol, labels: list[str], registered=None) -
     """``'label' (preset 'X'; did you mean 'Y'?)`` for each model whose preset is not registered
     (``registered``: the registered preset names, default all of them)."""
     if registered is None:
-        from hdgp import presets  # lazily, as in plan_tasks: presets import every estimator
+        from hdgp.presets import presets  # deferred: the presets import every estimator (torch, gpytorch)
 
         registered = list(presets())
     by_lower = {name.lower(): name for name in registered}
@@ -117,8 +121,6 @@ def _check_selection(proto: Protocol, tasks, ds_names, labels, split_list, avail
 
 
 def _needs_data_dir(protocol: Protocol, names: list[str]) -> list[str]:
-    from hdgp.data import list_datasets
-
     free = set(list_datasets(data_dir=os.devnull))  # synthetic and bundled sets need no folder
     return [n for n in names if protocol.dataset(n).source != "sklearn" and (
             protocol.dataset(n).source != "registry" or (protocol.dataset(n).loader_name or n) not in free)]
@@ -191,10 +193,7 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     FileNotFoundError
         The data folder is needed but missing (the message names ``HDGP_DATA_DIR``).
     """
-    from hdgp import presets
-    from hdgp.data import DATA_DIR_ENV, find_data_dir
-
-    from .datasets import n_splits
+    from hdgp.presets import presets  # deferred: the presets import every estimator (torch, gpytorch)
 
     proto = get_protocol(protocol)
     ds_names = _select("data set", datasets, [d.name for d in proto.datasets])
@@ -272,8 +271,6 @@ def tasks_to_run(tasks: list[TaskSpec], status: dict, retry_failed: bool = False
 
 
 def _progress(total: int, desc: str, enabled: bool):
-    from tqdm.auto import tqdm
-
     return tqdm(total=total, desc=desc, unit="task", disable=not enabled, dynamic_ncols=True,
                 mininterval=0.5 if os.isatty(2) else 10.0)
 
@@ -334,7 +331,7 @@ def _run_local(tasks, workers, threads, on_result, fn=run_task):
 
 
 def _run_dask(tasks, address, on_result):
-    try:
+    try:  # deferred: Dask's distributed is an optional extra (hdgp[bench]), slow to import
         from distributed import Client, as_completed
     except ImportError as exc:
         raise ImportError(
@@ -364,9 +361,9 @@ def _run_inline(tasks, threads, on_result):
 def _check_device(device, local: bool = True) -> None:
     """Fail before any task for a device no task could use. ``local``: this machine runs the tasks
     (with a Dask scheduler the workers' GPUs count, so only the spelling is checked here)."""
-    import torch
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
-    from hdgp.estimators._base import resolve_device
+    from hdgp.estimators._base import resolve_device  # deferred: the estimators import torch and gpytorch
 
     try:
         resolved = torch.device(device)

@@ -15,6 +15,11 @@ from pathlib import Path
 
 import pandas as pd
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - non-POSIX: SQLite's own locking only
+    fcntl = None
+
 __all__ = ["ResultStore", "StoreError", "default_db_path"]
 
 _SCHEMA = """
@@ -101,12 +106,10 @@ class ResultStore:
     def _acquire_lock(self) -> None:
         lock_path = self.path.with_name(self.path.name + ".lock")
         self._lock_fh = open(lock_path, "a+")
-        try:
-            import fcntl
-
-            fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:  # pragma: no cover - non-POSIX: SQLite's own locking only
+        if fcntl is None:  # pragma: no cover - non-POSIX: SQLite's own locking only
             return
+        try:
+            fcntl.flock(self._lock_fh.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             self._lock_fh.close()
             self._lock_fh = None

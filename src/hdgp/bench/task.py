@@ -11,14 +11,23 @@ import contextlib
 import functools
 import os
 import platform
+import resource
+import subprocess
 import threading
 import time
 import traceback
 import warnings
 from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from pathlib import Path
 
 import numpy as np
+from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
+from threadpoolctl import threadpool_limits
 
+from .. import metrics
+from .datasets import load_split
+from .peers import make_peer
 from .protocols import DatasetSpec, ModelSpec
 
 __all__ = ["EXTRAS", "TaskSpec", "build_model", "expected_calibration_error", "run_task", "failed_record", "hyperparameter_summary", "library_versions",
@@ -76,8 +85,7 @@ def set_threads(threads: int) -> None:
     """
     for var in _THREAD_VARIABLES:
         os.environ[var] = str(threads)
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     torch.set_num_threads(threads)
     threadpool_limits(limits=threads)
@@ -87,8 +95,7 @@ def set_threads(threads: int) -> None:
 def restored_threads():
     """On exit, put back what :func:`set_threads` changes: torch's threads, the BLAS and OpenMP
     pools and the environment variables (tasks run in the caller's own process)."""
-    import torch
-    from threadpoolctl import threadpool_limits
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     saved_env = {var: os.environ.get(var) for var in _THREAD_VARIABLES}
     saved_torch = torch.get_num_threads()
@@ -114,9 +121,6 @@ def _git_revision() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _checkout_revision() -> str | None:
-    import subprocess
-    from pathlib import Path
-
     here = Path(__file__).resolve().parent
     try:
         rev = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=here, capture_output=True, text=True,
@@ -130,8 +134,6 @@ def _checkout_revision() -> str | None:
 
 def library_versions() -> dict:
     """Versions of Python and the libraries a result depends on (and hdgp's git commit when known)."""
-    from importlib import metadata
-
     out = {"python": platform.python_version(), "hdgp_git": _git_revision()}
     for pkg in ("hdgp", "torch", "gpytorch", "numpy", "scipy", "scikit-learn"):
         try:
@@ -165,8 +167,6 @@ class _PeakRSS:
             with open("/proc/self/statm") as fh:
                 return int(fh.read().split()[1]) * self._page
         except OSError:
-            import resource
-
             return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
     def _loop(self):
@@ -186,8 +186,6 @@ class _PeakRSS:
 
 
 def _regression_metrics(est, X, y) -> dict:
-    from hdgp import metrics
-
     try:
         mean, std = est.predict(X, return_std=True)
     except TypeError:
@@ -205,8 +203,6 @@ def _regression_metrics(est, X, y) -> dict:
 
 
 def _classification_metrics(est, X, y, positive) -> dict:
-    from sklearn.metrics import accuracy_score, f1_score, log_loss, roc_auc_score
-
     pred = est.predict(X)
     out = {"accuracy": float(accuracy_score(y, pred))}
     classes = list(getattr(est, "classes_", np.unique(y)))
@@ -291,10 +287,8 @@ def hyperparameter_summary(est) -> dict:
 def build_model(model: ModelSpec):
     """A new estimator for ``model``: its hdgp preset, or its peer (``source="peer"``), with its params."""
     if model.source == "peer":
-        from .peers import make_peer
-
         return make_peer(model.preset, **model.params)
-    from hdgp import preset
+    from hdgp.presets import preset  # deferred: the presets import every estimator (torch, gpytorch)
 
     return preset(model.preset, **model.params)
 
@@ -317,7 +311,7 @@ def _device_of(est) -> str:
     device = est.get_params(deep=False).get("device")
     if device is None:
         return "cpu"
-    import torch
+    import torch  # deferred: slow to import, and `hdgp bench --help` loads this module
 
     device = torch.device(device)
     if device.type == "cpu":  # "cpu:0" too
@@ -347,8 +341,6 @@ def run_task(task: TaskSpec) -> dict:
     ``extras``, ``versions``, ``machine``, ``threads``, ``device``, ``error``, ``traceback``,
     ``started_at``, ``finished_at`` and the task's key fields.
     """
-    from .datasets import load_split
-
     record = {"protocol": task.protocol, "dataset": task.dataset.name, "model": task.model.label,
               "split": task.split, "seed": task.seed, "preset": task.model.preset,
               "threads": task.threads, "started_at": time.time(), "metrics": {}, "hyperparameters": {},

@@ -12,6 +12,7 @@ import difflib
 import os
 
 import numpy as np
+from sklearn import datasets as sklearn_datasets
 from sklearn.utils import Bunch
 
 from ._paths import DATA_DIR_ENV, find_data_dir
@@ -115,9 +116,7 @@ def load(name: str, split: int = 0, data_dir=None, standardize: bool = False, **
         X_train, y_train, X_test, y_test = _random_split(X, y, split)
         n_splits, features = _N_RANDOM_SPLITS, [f"x{i}" for i in range(X.shape[1])]
     elif name in _SKLEARN:
-        from sklearn import datasets
-
-        raw = getattr(datasets, f"load_{name}")()
+        raw = getattr(sklearn_datasets, f"load_{name}")()
         X_train, y_train, X_test, y_test = _random_split(raw.data, raw.target.astype(float), split)
         n_splits, features = _N_RANDOM_SPLITS, list(raw.feature_names)
     else:

@@ -24,7 +24,7 @@ from scipy.stats import norm
 
 from .._version import __version__
 from ..io import atomic
-from ..plotting import MAX_PLOT_ORDER, _pyplot, plot_components
+from ..plotting import MAX_PLOT_ORDER, _pyplot, plot_components, plot_truncation_curve
 from .report_classification import accuracy_section, majority_class_rate, reliability_figure
 from .report_sobol import interval_data, interval_results, interval_section
 from .summary import format_lengthscale, learned_quantities
@@ -141,7 +141,7 @@ def _component_figure(tm, term: tuple, class_code: int | None = None):
 def _calendar_axes(fig, tm) -> None:
     """Dates, not the days since 1970 that the model sees, on the axes of date columns (found by
     their axis labels, which :func:`~hdgp.plotting.plot_components` sets to the feature names)."""
-    from matplotlib.ticker import FuncFormatter
+    from matplotlib.ticker import FuncFormatter  # deferred: matplotlib loads only when a figure is drawn
 
     calendar = FuncFormatter(lambda days, _: str(np.datetime64(int(round(days)), "D")))
     for ax in fig.axes:
@@ -228,8 +228,6 @@ def _truncation_curve(tm) -> dict:
 
 
 def _cumulative_figure(tm):
-    from ..plotting import plot_truncation_curve
-
     est = tm.estimator
     if _has_truncation_curve(tm):
         return plot_truncation_curve(_truncation_curve(tm), metric="auc" if tm.task == "classification" else "rmse")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from .._checks import (as_sequence, build_entry, check_int_sequence, check_mapping, check_name, check_optional_str,
-                       check_str, check_str_sequence)
+from .._checks import (as_sequence, build_entry, check_choice, check_int_sequence, check_mapping, check_name,
+                       check_optional_str, check_str, check_str_sequence)
 
 __all__ = ["DatasetSpec", "ModelSpec", "ReferenceSpec", "Protocol", "NORMALISATIONS", "SOURCES", "MODEL_SOURCES"]
 
@@ -71,13 +71,9 @@ class DatasetSpec:
         check_mapping(owner, "kwargs", self.kwargs)
         if self.n_test is not None:
             check_int_sequence(owner, "n_test", [self.n_test], minimum=1)
-        if self.target_transform not in _TARGET_TRANSFORMS:
-            raise ValueError(f"DatasetSpec {self.name!r}: target_transform must be one of "
-                             f"{tuple(_TARGET_TRANSFORMS)}, got {self.target_transform!r}.")
-        if self.source not in SOURCES:
-            raise ValueError(f"DatasetSpec {self.name!r}: source must be one of {SOURCES}, got {self.source!r}.")
-        if self.task not in _TASKS:
-            raise ValueError(f"DatasetSpec {self.name!r}: task must be one of {_TASKS}, got {self.task!r}.")
+        check_choice(owner, "target_transform", self.target_transform, _TARGET_TRANSFORMS)
+        check_choice(owner, "source", self.source, SOURCES)
+        check_choice(owner, "task", self.task, _TASKS)
         if self.source == "sigp-random" and not self.n_test:
             raise ValueError(f"DatasetSpec {self.name!r}: source 'sigp-random' needs n_test.")
 
@@ -106,10 +102,8 @@ class ModelSpec:
         owner = f"ModelSpec {self.label!r}"
         check_str(owner, "preset", self.preset)
         check_mapping(owner, "params", self.params)
-        if self.task not in _TASKS:
-            raise ValueError(f"{owner}: task must be one of {_TASKS}, got {self.task!r}.")
-        if self.source not in MODEL_SOURCES:
-            raise ValueError(f"{owner}: source must be one of {MODEL_SOURCES}, got {self.source!r}.")
+        check_choice(owner, "task", self.task, _TASKS)
+        check_choice(owner, "source", self.source, MODEL_SOURCES)
         if self.datasets is not None:  # lists from a protocol file
             object.__setattr__(self, "datasets", as_sequence(owner, "datasets", self.datasets))
             check_str_sequence(owner, "datasets", self.datasets)
@@ -223,10 +217,7 @@ class Protocol:
         for name in ("metrics", "plots", "extras"):
             check_str_sequence(owner, name, getattr(self, name))
         check_mapping(owner, "estimator_params", self.estimator_params)
-        if self.normalisation not in NORMALISATIONS:
-            raise ValueError(
-                f"Protocol {self.name!r}: normalisation must be one of {NORMALISATIONS}, got {self.normalisation!r}."
-            )
+        check_choice(owner, "normalisation", self.normalisation, NORMALISATIONS)
         for kind, items in (("data set", [d.name for d in self.datasets]), ("model", [m.label for m in self.models])):
             dupes = sorted({x for x in items if items.count(x) > 1})
             if dupes:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ._common import _UCI_ALL, _models
-from ._specs import DatasetSpec, ModelSpec, Protocol, ReferenceSpec
+from ._specs import DatasetSpec, Protocol, ReferenceSpec
 
 _DUVENAUD_MODELS = {"Linear Regression": "Linear", "GP GAM": "GAM", "GP Squared-exp": "RBF-ARD",
                     "GP Additive": "Additive"}
