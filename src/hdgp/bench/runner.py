@@ -20,7 +20,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from ..data import DATA_DIR_ENV, find_data_dir, list_datasets
+from ..data import DATA_DIR_ENV, find_data_dir, list_datasets, why_data_dir_missing
 from ..exceptions import HDGPWarning
 from .datasets import n_splits
 from .protocols import Protocol, get_protocol
@@ -223,10 +223,8 @@ def plan_tasks(protocol, datasets=None, models=None, splits=None, seeds=None, da
     if need_dir:
         root = find_data_dir(data_dir)
         if root is None:
-            given = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
-            why = f"{given!r} is not a folder" if given else f"{DATA_DIR_ENV} is not set"
             raise FileNotFoundError(
-                f"Benchmark data folder not found ({why}); data set(s) {', '.join(need_dir)} need it. Set "
+                f"Benchmark data folder not found ({why_data_dir_missing(data_dir)}); data set(s) {', '.join(need_dir)} need it. Set "
                 f"{DATA_DIR_ENV} to the folder holding 'uci/' and 'sigp/' (e.g. `export {DATA_DIR_ENV}=../shared/data`)"
                 " or pass --data-dir."
             )

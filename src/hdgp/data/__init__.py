@@ -15,11 +15,11 @@ import numpy as np
 from sklearn import datasets as sklearn_datasets
 from sklearn.utils import Bunch
 
-from ._paths import DATA_DIR_ENV, find_data_dir
+from ._paths import DATA_DIR_ENV, find_data_dir, why_data_dir_missing
 from .synthetic import SYNTHETIC
 from .uci import load_uci, uci_names
 
-__all__ = ["DATA_DIR_ENV", "find_data_dir", "list_datasets", "load"]
+__all__ = ["DATA_DIR_ENV", "find_data_dir", "list_datasets", "load", "why_data_dir_missing"]
 
 _SKLEARN = ("diabetes",)
 _N_RANDOM_SPLITS = 10
