@@ -22,12 +22,13 @@ Training (:func:`fit_svgp`) takes natural-gradient steps on :math:`q(v)`
 hyperparameters, the inducing inputs, the constant mean and the noise. When the
 whole data set is one batch the ELBO is a deterministic function (the Bernoulli
 expectation uses fixed quadrature nodes), and :func:`fit_svgp` can instead run
-L-BFGS on all parameters jointly (:math:`q(v)` in its Cholesky parametrisation),
-as GPflow users do with SciPy's optimiser: it converges in a few hundred
-evaluations where the stochastic optimisers need thousands of steps. That
-objective is the same ELBO written out in closed form in the whitened
-coordinates (:meth:`SVGPModel._whitened_neg_elbo`), one kernel evaluation and
-two :math:`O(nm^2)` triangular products per evaluation. The
+L-BFGS on the profiled bound :math:`\max_{q(v)}\mathcal L(\theta, q)`, a function of the
+kernel hyperparameters, the constant mean and the inducing inputs :math:`\theta` alone:
+each evaluation solves for the optimal Gaussian :math:`q(v)` in closed-form steps
+(:meth:`SVGPModel._optimal_q`, a natural-gradient fixed point; Opper & Archambeau 2009)
+and differentiates the ELBO in :math:`\theta` at it (:meth:`SVGPModel._profiled_neg_elbo`),
+so the quasi-Newton state holds the few hyperparameters and inducing inputs, not the
+:math:`m(m+3)/2` entries of :math:`q(v)`. The
 GPyTorch machinery does the work: :class:`~gpytorch.variational.VariationalStrategy`,
 :class:`~gpytorch.variational.NaturalVariationalDistribution`,
 :class:`~gpytorch.mlls.VariationalELBO` and :class:`~gpytorch.optim.NGD`.
@@ -261,21 +262,24 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
                    max_steps: int = 100, tol: float = 1e-8, depth: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The Gaussian :math:`q(v)` maximising the ELBO for fixed kernel, mean and inducing inputs.
 
-        Natural-gradient steps of length :math:`\rho` in the natural parameters
-        :math:`(h, P) = (S^{-1}\tilde m, S^{-1})` (Salimbeni et al. 2018, eq. 10; Khan & Lin 2017):
+        The optimum has the form :math:`S^{-1} = P = I + A\Lambda A^\top`,
+        :math:`S^{-1}\tilde m = A\nu` with one site :math:`(\lambda_i, \nu_i)` per row
+        (Opper & Archambeau 2009, eq. 8), at the fixed point
 
         .. math::
 
-            P \leftarrow (1-\rho)P + \rho\,(I + A W A^\top),\qquad
-            h \leftarrow (1-\rho)h + \rho\,A\,(g_\mu + W A^\top\tilde m),\qquad W = -2\operatorname{diag}(g_v),
+            \lambda_i = -2\,g_{v,i},\qquad \nu_i = g_{\mu,i} + \lambda_i\,a_i^\top\tilde m,
 
-        the ELBO's stationarity conditions read as a fixed point (Opper & Archambeau 2009,
-        eq. 8). :math:`W \succeq 0` for log-concave likelihoods (probit, Gaussian), so :math:`P`
-        stays positive definite. A Gaussian likelihood is conjugate: :math:`\rho = 1` lands on
-        the optimum at once. Otherwise :math:`\rho` starts at 1 and is halved until the ELBO
-        rises; the steps stop when it rises by less than ``tol`` per row. The previous call's
-        optimum is the start (``_q_start``), so a small change of the hyperparameters costs a
-        step or two.
+        of the derivatives of :math:`\mathbb E_i` (:meth:`_expected_log_lik_grads`) at the current
+        :math:`q`. One application of the map is a natural-gradient step of length 1
+        (Salimbeni et al. 2018, eq. 10; exact at once for the conjugate Gaussian likelihood);
+        :math:`\lambda_i \ge 0` for log-concave likelihoods (probit, Gaussian), so :math:`P` stays
+        positive definite. The iterates are Anderson-accelerated (type II, the last ``depth``
+        maps; Walker & Ni 2011); a step that does not raise the ELBO is replaced by a damped
+        plain step :math:`x \leftarrow (1-\rho)x + \rho G(x)`, :math:`\rho = 1/2, 1/4, \ldots`. The steps stop
+        when the ELBO rises by less than ``tol`` per row. The previous call's sites are the
+        start (``_q_start``): unlike :math:`\tilde m` and :math:`S`, they stay meaningful when the
+        kernel and :math:`A` change.
         """
         M, n = A.shape
         eye = torch.eye(M, dtype=A.dtype, device=A.device)
@@ -439,11 +443,11 @@ def fit_svgp(model: SVGPModel, X, y, *, batch_size: int | None = None, max_iter:
     r"""Maximise the ELBO of an :class:`SVGPModel` in place.
 
     With ``optimizer="lbfgs"`` the full-data ELBO (no minibatches) is maximised
-    by L-BFGS over every parameter at once, :math:`q(v)` included
-    (:func:`~hdgp.training.fit_hyperparameters`: ``max_iter`` iterations at most,
-    default 1000); the model must use the Cholesky parametrisation
-    (``natural_gradient=False``: natural parameters live in a constrained set
-    that a quasi-Newton step can leave). Otherwise (``"adam"``) each step draws the next minibatch of a seeded random permutation (a new one
+    by L-BFGS (:func:`~hdgp.training.fit_hyperparameters`: ``max_iter`` iterations at
+    most, default 1000) over the kernel hyperparameters, the constant mean, the noise
+    and the inducing inputs, with :math:`q(v)` set to its optimum for each of their values
+    (:meth:`SVGPModel._optimal_q`) and stored at the end in the Cholesky
+    parametrisation, which the model must use (``natural_gradient=False``). Otherwise (``"adam"``) each step draws the next minibatch of a seeded random permutation (a new one
     every epoch), converts only those rows to tensors on the model's device and
     takes one natural-gradient step on :math:`q(v)` (when the model uses natural
     parameters) and one Adam step on everything else. Every ``window`` steps
