@@ -56,7 +56,7 @@ from gpytorch.variational import (
 )
 from tqdm.auto import tqdm
 
-from ..exceptions import ConvergenceWarning, NumericalWarning
+from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError, NumericalWarning
 from ..linalg import robust_cholesky
 from ..training import FitResult, fit_hyperparameters
 from ._gaussian import ConstantMeanPriors
@@ -251,11 +251,16 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         mu = c + A.T @ m_white
         var = base_var + (B * B).sum(0)
         expected, g_mu, g_var = self._expected_log_lik_grads(mu, var, y)
+        return expected.detach() - self._kl_of(m_white, LP), g_mu, g_var
+
+    @staticmethod
+    def _kl_of(m_white: torch.Tensor, LP: torch.Tensor) -> torch.Tensor:
+        r""":math:`\mathrm{KL}[N(\tilde m, S)\,\|\,N(0, I)] = \tfrac12(\operatorname{tr}S + \tilde m^\top\tilde m - m - \log\lvert S\rvert)`
+        with :math:`S^{-1} = L_PL_P^\top`: :math:`\operatorname{tr}S = \lVert L_P^{-1}\rVert_F^2`,
+        :math:`\log\lvert S\rvert = -2\sum_j\log (L_P)_{jj}`."""
         eye = torch.eye(LP.shape[0], dtype=LP.dtype, device=LP.device)
         Linv = torch.linalg.solve_triangular(LP, eye, upper=False)
-        # KL[N(m, S) || N(0, I)] = (tr S + m^T m - M - log|S|) / 2 with log|S| = -2 sum log diag L_P
-        kl = 0.5 * ((Linv * Linv).sum() + m_white @ m_white - LP.shape[0] + 2 * torch.log(torch.diagonal(LP)).sum())
-        return expected.detach() - kl, g_mu, g_var
+        return 0.5 * ((Linv * Linv).sum() + m_white @ m_white - LP.shape[0] + 2 * torch.log(torch.diagonal(LP)).sum())
 
     @torch.no_grad()
     def _optimal_q(self, A: torch.Tensor, base_var: torch.Tensor, c: torch.Tensor, y: torch.Tensor, *,
@@ -303,7 +308,11 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         start = getattr(self, "_q_start", None)
         first = None if start is None else evaluate(start)
         x = start if first is not None else A.new_zeros(2 * n)
-        value, q, gx = first if first is not None else evaluate(x)  # the prior: P = I, finite
+        first = first if first is not None else evaluate(x)  # the prior q(v) = N(0, I)
+        if first is None:
+            raise NotPositiveDefiniteError("The variational ELBO is not finite at the prior q(v) = N(0, I); "
+                                           "the kernel or mean produced non-finite values.")
+        value, q, gx = first
         history_g, history_f = [], []
         for _ in range(max_steps):
             f = gx - x
@@ -345,15 +354,11 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         B = torch.linalg.solve_triangular(LP, A, upper=False)
         mu = c + A.T @ m_white
         var = base_var + (B * B).sum(0)
-        with torch.no_grad():
-            Linv = torch.linalg.solve_triangular(LP, torch.eye(LP.shape[0], dtype=LP.dtype, device=LP.device),
-                                                 upper=False)
-            kl = 0.5 * ((Linv * Linv).sum() + m_white @ m_white - LP.shape[0] + 2 * torch.log(torch.diagonal(LP)).sum())
-        return -(self._expected_log_lik(mu, var, y).sum() - kl)
+        return -(self._expected_log_lik(mu, var, y).sum() - self._kl_of(m_white, LP))
 
     @torch.no_grad()
     def _set_q(self, m_white: torch.Tensor, LP: torch.Tensor) -> None:
-        """Write :math:`q(v) = N(\tilde m, (L_PL_P^\top)^{-1})` into the Cholesky variational parameters."""
+        r"""Write :math:`q(v) = N(\tilde m, (L_PL_P^\top)^{-1})` into the Cholesky variational parameters."""
         S = torch.cholesky_inverse(LP)
         R, _ = robust_cholesky(0.5 * (S + S.T))
         q = self.variational_strategy._variational_distribution
