@@ -147,6 +147,9 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
     classification*, AISTATS. Rasmussen & Williams (2006), sec. 3.9, eq. 3.82.
     """
 
+    #: Rows up to which ``optimizer="auto"`` takes full-batch L-BFGS (:data:`FULL_BATCH_MAX_ROWS`).
+    _full_batch_max_rows = FULL_BATCH_MAX_ROWS
+
     def __init__(self, kernel="rbf-ard", *, inference="variational", n_inducing=200, batch_size=None,
                  optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
                  random_state=None, device=None, dtype="float64", verbose=False):
@@ -222,14 +225,14 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         return ()
 
     def _resolve_optimizer(self, n: int, batch_size: int | None) -> str:
-        """``optimizer``, with ``"auto"`` → L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` rows (no
+        """``optimizer``, with ``"auto"`` → L-BFGS up to ``_full_batch_max_rows`` rows (no
         ``batch_size``) or when ``batch_size`` holds all ``n`` rows.
 
         (L-BFGS with a batch smaller than ``n`` is refused by :func:`fit_svgp`.)
         """
         if self.optimizer != "auto":
             return self.optimizer
-        return "lbfgs" if (n <= FULL_BATCH_MAX_ROWS if batch_size is None else batch_size >= n) else "adam"
+        return "lbfgs" if (n <= self._full_batch_max_rows if batch_size is None else batch_size >= n) else "adam"
 
     # -------------------------------------------------------------------- fit
     @atomic_fit
