@@ -114,6 +114,16 @@ def report(path: str) -> str:
             continue
         lines.append(f"| {r['data']} | {r.get('split', 0)} | {r['model']} | {r['version']} | {r['fit_s']} | {r['auc']} | {r['log_loss']} | "
                      f"{r['accuracy']} | {r['load_before']} / {r['load_after']} |")
+    groups: dict = {}
+    for r in rows:
+        if "fit_s" in r:
+            groups.setdefault((r["data"], r["model"], r["version"]), []).append(r)
+    lines += ["", "Means over the splits run:", "",
+              "| data | model | version | splits | fit s | AUC | log-loss | load |", "|---|---|---|---|---|---|---|---|"]
+    for (data, model, version), rs in groups.items():
+        mean = {k: sum(r[k] for r in rs) / len(rs) for k in ("fit_s", "auc", "log_loss", "load_before")}
+        lines.append(f"| {data} | {model} | {version} | {','.join(str(r.get('split', 0)) for r in rs)} | "
+                     f"{mean['fit_s']:.1f} | {mean['auc']:.4f} | {mean['log_loss']:.4f} | {mean['load_before']:.1f} |")
     return "\n".join(lines)
 
 
