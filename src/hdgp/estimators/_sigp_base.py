@@ -206,7 +206,7 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         cap = self.max_kernel_rank
         if not (cap is None or cap == "auto" or (_is_int(cap) and cap >= 1)):
-            raise ValueError(f"max_kernel_rank must be 'auto', None or a positive integer; got {cap!r}.")
+            raise ValueError(f"max_kernel_rank must be None or a positive integer (or 'auto'); got {cap!r}.")
         cap = _kernel_rank_cap(cap, n)
         if not (_is_real(self.kernel_tol) and 0 <= self.kernel_tol < 1):
             raise ValueError(f"kernel_tol must be a float in [0, 1) (a share of the kernel's trace); "
