@@ -13,7 +13,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import hdgp
-from hdgp.estimators.classifier import GPClassifier, probit_predictive
+from hdgp.estimators.classifier import FULL_BATCH_MAX_ROWS, GPClassifier, probit_predictive
 from hdgp.exceptions import ConvergenceWarning
 
 pytestmark = pytest.mark.filterwarnings("ignore::hdgp.exceptions.ConvergenceWarning")
@@ -104,7 +104,8 @@ def test_auto_optimizer_is_full_batch_lbfgs_when_one_batch_holds_the_data():
         GPClassifier(optimizer="newton").fit(X, y)
     # without a batch size, "auto" stays full-batch up to FULL_BATCH_MAX_ROWS, and "lbfgs" at any n
     auto = GPClassifier()
-    assert [auto._resolve_optimizer(n, None) for n in (1500, 2048, 2049)] == ["lbfgs", "lbfgs", "adam"]
+    n_max = FULL_BATCH_MAX_ROWS
+    assert [auto._resolve_optimizer(n, None) for n in (1500, n_max, n_max + 1)] == ["lbfgs", "lbfgs", "adam"]
     assert auto._resolve_optimizer(3000, 3000) == "lbfgs" and auto._resolve_optimizer(1500, 1000) == "adam"
     Xl = np.random.default_rng(0).normal(size=(2100, 2))
     with warnings.catch_warnings():

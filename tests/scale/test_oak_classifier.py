@@ -355,3 +355,12 @@ def test_classifier_messages_and_curve_plot_defaults(tmp_path):
     fig = plot_truncation_curve(clf.truncation_curve(X, y, max_terms=2))
     assert fig.axes[0].get_ylabel() == "test AUC"
     fig.savefig(tmp_path / "curve.png")
+
+
+def test_auto_optimizer_switches_to_minibatches_earlier_than_the_gp_classifier():
+    from hdgp.estimators import oak_classifier
+
+    n_max = oak_classifier.FULL_BATCH_MAX_ROWS
+    clf = OAKClassifier()
+    assert [clf._resolve_optimizer(n, None) for n in (n_max, n_max + 1)] == ["lbfgs", "adam"]
+    assert clf._resolve_optimizer(n_max + 1, n_max + 1) == "lbfgs"  # one batch holds the data

@@ -218,3 +218,66 @@ def test_regressors_pass_batch_size_to_the_minibatch_loop(monkeypatch):
         assert seen[-1] == expected
     with pytest.raises(ValueError, match="batch_size must be None or a positive integer"):
         GPRegressor(inference="variational", batch_size=0).fit(X, y)
+
+
+def _bernoulli_svgp(X, m=10):
+    model = SVGPModel(_kernel(), X=X, n_inducing=m, random_state=0, likelihood="bernoulli", natural_gradient=False)
+    model.mean.constant.data.fill_(0.1)
+    return model
+
+
+def _whitened_elbo(model, X, y):
+    """The ELBO written out from the stored q(v) = N(m, R R^T) (R the Cholesky variational parameter):
+    mu_i = c + a_i^T m, v_i = k_ii + j - |a_i|^2 + |R^T a_i|^2, KL = (|R|_F^2 + m^T m - M - log|R R^T|) / 2."""
+    A, base_var, c = model._whitened_terms(X)
+    q = model.variational_strategy._variational_distribution
+    m, R = q.variational_mean, q.chol_variational_covar.tril()
+    RA = R.T @ A
+    kl = 0.5 * ((R * R).sum() + m @ m - R.shape[0] - 2 * torch.log(torch.diagonal(R).abs()).sum())
+    return model._expected_log_lik(c + A.T @ m, base_var + (RA * RA).sum(0), y).sum() - kl
+
+
+def test_optimal_q_is_a_stationary_point_of_the_elbo():
+    # the inner solve of the profiled L-BFGS: at the q(v) it stores, the ELBO has zero gradient in
+    # the variational mean and Cholesky factor (the exact quadrature ELBO; GPyTorch's Bernoulli
+    # log-probability clips probabilities, which moves its value by ~3e-3 here)
+    X, y = _data(n=80)
+    labels = (y > 0).double()
+    model = _bernoulli_svgp(X)
+    with torch.no_grad():
+        A, base_var, c = model._whitened_terms(X)
+        model._set_q(*model._optimal_q(A, base_var, c, labels, tol=1e-12))
+    q = model.variational_strategy._variational_distribution
+    elbo = _whitened_elbo(model, X, labels)
+    g_mean, g_chol = torch.autograd.grad(elbo, (q.variational_mean, q.chol_variational_covar))
+    assert g_mean.abs().max() < 1e-5 and g_chol.tril().abs().max() < 1e-5
+    # and fit_svgp with nothing left to fit but q(v) lands on the same ELBO, above the prior's
+    joint = _bernoulli_svgp(X)
+    for p in joint.hyperparameters():
+        p.requires_grad_(False)
+    with torch.no_grad():
+        prior = _whitened_elbo(joint, X, labels).item()
+    fit_svgp(joint, X, labels, optimizer="lbfgs")
+    with torch.no_grad():
+        assert _whitened_elbo(joint, X, labels).item() == pytest.approx(elbo.item(), abs=1e-6)
+    assert elbo.item() > prior + 1.0
+
+
+def test_profiled_elbo_gradient_matches_finite_differences():
+    # envelope theorem: d/dtheta max_q ELBO(theta, q) = the partial derivative at the optimal q
+    X, y = _data(n=60)
+    labels = (y > 0).double()
+    model = _bernoulli_svgp(X)
+    raw = model.kernel.base_kernel.raw_lengthscale
+
+    def profiled(value):
+        with torch.no_grad():
+            raw[0, 1] = value
+        model._q_start = None
+        return model._profiled_neg_elbo(X, labels)
+
+    x0, h = raw[0, 1].item(), 1e-4
+    loss = profiled(x0)
+    (grad,) = torch.autograd.grad(loss, raw)
+    fd = (profiled(x0 + h).item() - profiled(x0 - h).item()) / (2 * h)
+    assert grad[0, 1].item() == pytest.approx(fd, rel=1e-4, abs=1e-6)

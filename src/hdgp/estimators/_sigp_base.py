@@ -84,6 +84,11 @@ _MIN_TRAIN_ROWS = 2
 _CV_SCREEN = 10
 #: Rows of the quick RBF-ARD fit that sets the input weights of ``input_scaling="ard"``.
 _ARD_ROWS = 500
+#: ``max_kernel_rank="auto"``: the largest rank r <= ``_KERNEL_RANK_CAP`` with n r^2 <= this budget
+#: (multiply-adds of one pivoted Cholesky and of one reduced pencil Phi^T H Phi, eq. 7), so
+#: the cap stays 1000 up to n = 1000 rows and falls as 1/sqrt(n) beyond (408 at n = 6000).
+_KERNEL_RANK_BUDGET = 1e9
+_KERNEL_RANK_CAP = 1000
 _AUTO_GRIDS = {
     "rank": (1, 2, 3, 5, 10),
     # times sqrt(number of features): from very local (k ~ e^-4 between typical points)
@@ -116,6 +121,13 @@ def _candidates(name: str, value, scale: float = 1.0) -> list:
             raise ValueError(f"rank must be a positive integer (or 'auto' or a list); got {value!r}.")
         values = [int(v) for v in values]
     return values
+
+
+def _kernel_rank_cap(value, n: int) -> int | None:
+    """``max_kernel_rank`` resolved for ``n`` training rows (``"auto"``: see ``_KERNEL_RANK_BUDGET``)."""
+    if isinstance(value, str):
+        return min(_KERNEL_RANK_CAP, max(1, int(math.sqrt(_KERNEL_RANK_BUDGET / max(n, 1)))))
+    return value
 
 
 def _calibration_obstacle(folds, rank: int, ratio: float = 1.0, mean_features: int = 0) -> str | None:
@@ -171,6 +183,12 @@ def _is_real(value) -> bool:
 class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
     """Shared fitting machinery of the SIGP estimators (not public)."""
 
+    def _store_params(self, arguments: dict) -> None:
+        """Store every constructor argument unchanged under its own name (scikit-learn's contract:
+        ``get_params`` and ``clone`` read them back by the names of the ``__init__`` signature)."""
+        for name in self._get_param_names():
+            setattr(self, name, arguments[name])
+
     def _check_common(self, n: int) -> None:
         if n < 3:
             raise ValueError(f"SIGP needs at least 3 samples to fit; got n_samples = {n}.")
@@ -187,8 +205,9 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
             if not (_is_int(value) and value >= 1):
                 raise ValueError(f"{name} must be a positive integer; got {value!r}.")
         cap = self.max_kernel_rank
-        if not (cap is None or (_is_int(cap) and cap >= 1)):
-            raise ValueError(f"max_kernel_rank must be None or a positive integer; got {cap!r}.")
+        if not (cap is None or cap == "auto" or (_is_int(cap) and cap >= 1)):
+            raise ValueError(f"max_kernel_rank must be None or a positive integer (or 'auto'); got {cap!r}.")
+        cap = _kernel_rank_cap(cap, n)
         if not (_is_real(self.kernel_tol) and 0 <= self.kernel_tol < 1):
             raise ValueError(f"kernel_tol must be a float in [0, 1) (a share of the kernel's trace); "
                              f"got {self.kernel_tol!r}.")
@@ -299,7 +318,7 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
             options = dict(
                 mean=self.mean,
                 kernel_tol=self.kernel_tol,
-                max_kernel_rank=self.max_kernel_rank,
+                max_kernel_rank=_kernel_rank_cap(self.max_kernel_rank, n),
                 max_iter=self.max_iter,
                 tol=self.tol,
             )
@@ -384,7 +403,7 @@ class _SIGPBase(LearnedRepr, VersionedPickle, BaseEstimator):
                 f"{factor.residual:.1e}), then a dense {factor.rank}x{factor.rank} symmetric "
                 "generalised eigenproblem"
             )
-            if factor.residual > 1e-3:
+            if factor.residual > 1e-3 and not isinstance(self.max_kernel_rank, str):
                 warnings.warn(
                     f"The kernel factor stopped at max_kernel_rank={self.max_kernel_rank} with "
                     f"relative trace error {factor.residual:.2g}; increase max_kernel_rank.",

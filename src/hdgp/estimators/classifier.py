@@ -48,9 +48,10 @@ __all__ = ["FULL_BATCH_MAX_ROWS", "GPClassifier", "probit_predictive"]
 
 #: ``optimizer="auto"`` maximises the full-data ELBO with L-BFGS up to this many training rows
 #: (then minibatch natural-gradient + Adam). Minibatch training stops once its noisy ELBO levels
-#: off, short of the optimum, while full-batch L-BFGS grows costly with the rows (measurements:
-#: benchmarks/README.md, "Measurements behind defaults").
-FULL_BATCH_MAX_ROWS = 2048
+#: off, short of the optimum, while one full-batch evaluation costs O(n m^2) with q(v) solved
+#: inside it (:func:`~hdgp.inference.variational.fit_svgp`; measurements:
+#: benchmarks/results/classifier-defaults/README.md).
+FULL_BATCH_MAX_ROWS = 10_000
 
 
 def probit_predictive(mean: torch.Tensor, var: torch.Tensor) -> torch.Tensor:
@@ -81,10 +82,11 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
     batch_size : int or None, default=None
         Minibatch size of the Adam path (None: ``min(1024, n)``).
     optimizer : {"auto", "lbfgs", "adam"}, default="auto"
-        ``"lbfgs"``: L-BFGS on the full-data ELBO, every parameter at once
-        (deterministic; typically a few hundred evaluations). ``"adam"``: minibatch
+        ``"lbfgs"``: L-BFGS on the full-data ELBO with :math:`q(v)` at its optimum for
+        each setting of the kernel hyperparameters, constant mean and inducing inputs
+        (deterministic; typically a few dozen evaluations). ``"adam"``: minibatch
         natural-gradient steps on :math:`q(v)` and Adam on the rest. ``"auto"``
-        takes L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` (2048) training rows, or when
+        takes L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` (10,000) training rows, or when
         a given ``batch_size`` holds them all, and minibatches beyond. The choice made
         is ``optimizer_``.
     max_iter : int or None, default=None
@@ -144,6 +146,9 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
     Hensman, Matthews & Ghahramani (2015), *Scalable variational Gaussian process
     classification*, AISTATS. Rasmussen & Williams (2006), sec. 3.9, eq. 3.82.
     """
+
+    #: Rows up to which ``optimizer="auto"`` takes full-batch L-BFGS (:data:`FULL_BATCH_MAX_ROWS`).
+    _full_batch_max_rows = FULL_BATCH_MAX_ROWS
 
     def __init__(self, kernel="rbf-ard", *, inference="variational", n_inducing=200, batch_size=None,
                  optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
@@ -220,14 +225,14 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         return ()
 
     def _resolve_optimizer(self, n: int, batch_size: int | None) -> str:
-        """``optimizer``, with ``"auto"`` → L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` rows (no
+        """``optimizer``, with ``"auto"`` → L-BFGS up to ``_full_batch_max_rows`` rows (no
         ``batch_size``) or when ``batch_size`` holds all ``n`` rows.
 
         (L-BFGS with a batch smaller than ``n`` is refused by :func:`fit_svgp`.)
         """
         if self.optimizer != "auto":
             return self.optimizer
-        return "lbfgs" if (n <= FULL_BATCH_MAX_ROWS if batch_size is None else batch_size >= n) else "adam"
+        return "lbfgs" if (n <= self._full_batch_max_rows if batch_size is None else batch_size >= n) else "adam"
 
     # -------------------------------------------------------------------- fit
     @atomic_fit

@@ -41,6 +41,13 @@ __all__ = ["OAKClassifier"]
 #: once per step, not once per fit as in exact regression.
 DEFAULT_MAX_ORDER = 4
 
+#: ``optimizer="auto"`` takes full-batch L-BFGS up to this many rows here (GPClassifier: 10,000).
+#: Each evaluation of the profiled bound touches every row with the OAK kernel's O(D·R) passes
+#: and solves q(v) at O(n m^2) per step, while a minibatch step touches 1,024 rows; beyond a few
+#: thousand rows the minibatch path is the cheaper one for this kernel (measurements:
+#: benchmarks/results/classifier-defaults/README.md).
+FULL_BATCH_MAX_ROWS = 2048
+
 
 class OAKClassifier(GPClassifier):
     r"""Orthogonal additive GP classifier (probit SVGP) with Sobol indices of the latent function.
@@ -60,7 +67,8 @@ class OAKClassifier(GPClassifier):
     n_inducing : int, default=200
         Inducing points per binary problem (the paper's choice for N > 200).
     inference, batch_size, optimizer, max_iter, lr, ngd_lr, learn_inducing, class_weight, random_state, device, dtype, verbose
-        See :class:`~hdgp.estimators.classifier.GPClassifier`.
+        See :class:`~hdgp.estimators.classifier.GPClassifier`; ``optimizer="auto"`` takes full-batch
+        L-BFGS up to :data:`FULL_BATCH_MAX_ROWS` (2048) training rows here.
 
     Attributes
     ----------
@@ -96,6 +104,8 @@ class OAKClassifier(GPClassifier):
     Lu, Boukouvalas & Hensman (2022), *Additive Gaussian Processes Revisited*, ICML,
     Sec. 4 (eqs. 13–14) and appendix H.
     """
+
+    _full_batch_max_rows = FULL_BATCH_MAX_ROWS
 
     def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True, log_transform="auto",
                  clip_inputs=False, categorical_features=None, binary_features="auto", handle_unknown="error",

@@ -77,8 +77,9 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         round-off). For :math:`\eta` below ``kernel_tol`` the subspace also depends on
         where the factor stops (by a few degrees of principal angle at the grid's
         :math:`\eta = 10^{-7}`): the truncation then acts as part of the regularisation.
-    max_kernel_rank : int or None, default=1000
-        Cap on the rank of the kernel factor (memory :math:`O(n \cdot` cap)).
+    max_kernel_rank : "auto", int or None, default=1000
+        Cap on the rank of the kernel factor (memory :math:`O(n \cdot` cap)). ``"auto"``: the
+        largest rank :math:`r \le 1000` with :math:`n r^2 \le 10^9` (see :class:`SIGPClassifier`).
     max_iter : int, default=2000
         EM iterations of the final fit (``mean="linear"``).
     cv_max_iter : int, default=100
@@ -189,25 +190,7 @@ class SIGPRegressor(RegressorMixin, VarianceScaling, PredictiveDistribution, _SI
         random_state=None,
         verbose=False,
     ):
-        self.rank = rank
-        self.subspace = subspace
-        self.mean = mean
-        self.lengthscale = lengthscale
-        self.eta = eta
-        self.mean_penalty = mean_penalty
-        self.y_bandwidth = y_bandwidth
-        self.n_slices = n_slices
-        self.cv = cv
-        self.scoring = scoring
-        self.kernel_tol = kernel_tol
-        self.max_kernel_rank = max_kernel_rank
-        self.max_iter = max_iter
-        self.cv_max_iter = cv_max_iter
-        self.tol = tol
-        self.calibrate_variance = calibrate_variance
-        self.input_scaling = input_scaling
-        self.random_state = random_state
-        self.verbose = verbose
+        self._store_params(locals())
 
     @atomic_fit
     def fit(self, X, y):

@@ -22,12 +22,13 @@ Training (:func:`fit_svgp`) takes natural-gradient steps on :math:`q(v)`
 hyperparameters, the inducing inputs, the constant mean and the noise. When the
 whole data set is one batch the ELBO is a deterministic function (the Bernoulli
 expectation uses fixed quadrature nodes), and :func:`fit_svgp` can instead run
-L-BFGS on all parameters jointly (:math:`q(v)` in its Cholesky parametrisation),
-as GPflow users do with SciPy's optimiser: it converges in a few hundred
-evaluations where the stochastic optimisers need thousands of steps. That
-objective is the same ELBO written out in closed form in the whitened
-coordinates (:meth:`SVGPModel._whitened_neg_elbo`), one kernel evaluation and
-two :math:`O(nm^2)` triangular products per evaluation. The
+L-BFGS on the profiled bound :math:`\max_{q(v)}\mathcal L(\theta, q)`, a function of the
+kernel hyperparameters, the constant mean and the inducing inputs :math:`\theta` alone:
+each evaluation solves for the optimal Gaussian :math:`q(v)` in closed-form steps
+(:meth:`SVGPModel._optimal_q`, a natural-gradient fixed point; Opper & Archambeau 2009)
+and differentiates the ELBO in :math:`\theta` at it (:meth:`SVGPModel._profiled_neg_elbo`),
+so the quasi-Newton state holds the few hyperparameters and inducing inputs, not the
+:math:`m(m+3)/2` entries of :math:`q(v)`. The
 GPyTorch machinery does the work: :class:`~gpytorch.variational.VariationalStrategy`,
 :class:`~gpytorch.variational.NaturalVariationalDistribution`,
 :class:`~gpytorch.mlls.VariationalELBO` and :class:`~gpytorch.optim.NGD`.
@@ -55,7 +56,7 @@ from gpytorch.variational import (
 )
 from tqdm.auto import tqdm
 
-from ..exceptions import ConvergenceWarning, NumericalWarning
+from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError, NumericalWarning
 from ..linalg import robust_cholesky
 from ..training import FitResult, fit_hyperparameters
 from ._gaussian import ConstantMeanPriors
@@ -184,8 +185,8 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         Full-batch L-BFGS minimises it directly; minibatch training uses unbiased
         estimates of it (:func:`fit_svgp`).
         """
-        if getattr(self, "_whitened_objective", False):
-            return self._whitened_neg_elbo(X, y)
+        if getattr(self, "_profile_q", False):
+            return self._profiled_neg_elbo(X, y)
         return -self.elbo(X, y)
 
     # ------------------------------------------------- closed-form whitened ELBO
@@ -205,6 +206,28 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         f = mu.unsqueeze(-1) + torch.sqrt(2.0 * var).unsqueeze(-1) * t
         return (torch.special.log_ndtr((2.0 * y - 1.0).unsqueeze(-1) * f) * w).sum(-1)
 
+    def _expected_log_lik_grads(self, mu: torch.Tensor, var: torch.Tensor, y: torch.Tensor):
+        r""":math:`\sum_i\mathbb E_i` of :meth:`_expected_log_lik` and its derivatives in :math:`\mu_i` and :math:`v_i`.
+
+        Gaussian: :math:`(y_i-\mu_i)/\sigma_n^2` and :math:`-1/(2\sigma_n^2)`. Bernoulli, differentiating
+        the quadrature with :math:`z_{ik} = s_i(\mu_i + \sqrt{2v_i}\,t_k)`, :math:`s_i = 2y_i-1` and
+        :math:`r = \phi/\Phi`: :math:`\sum_k w_k s_i r(z_{ik})/\sqrt\pi` and
+        :math:`\sum_k w_k s_i r(z_{ik})\,t_k/(\sqrt{2v_i}\sqrt\pi)`.
+        """
+        if self.likelihood_name == "gaussian":
+            noise = self.likelihood.noise.reshape(()).detach()
+            expected = (-0.5 * torch.log(2 * math.pi * noise) - ((y - mu) ** 2 + var) / (2 * noise)).sum()
+            return expected, (y - mu) / noise, torch.full_like(var, -0.5) / noise
+        t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
+        t = torch.as_tensor(t, dtype=mu.dtype, device=mu.device)
+        w = torch.as_tensor(w / math.sqrt(math.pi), dtype=mu.dtype, device=mu.device)
+        sign = (2.0 * y - 1.0).unsqueeze(-1)
+        root = torch.sqrt(2.0 * var).unsqueeze(-1)
+        z = sign * (mu.unsqueeze(-1) + root * t)
+        log_cdf = torch.special.log_ndtr(z)
+        ratio = torch.exp(-0.5 * z * z - 0.5 * math.log(2 * math.pi) - log_cdf) * w * sign  # w_k s phi/Phi
+        return (log_cdf * w).sum(), ratio.sum(-1), (ratio * t).sum(-1) / root.squeeze(-1)
+
     def _whitened_terms(self, X: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         r""":math:`A = L_{uu}^{-1}K_{uf}` (m, n), :math:`k_{ii} + j - \lVert a_i\rVert^2` and the
         constant mean :math:`c`, with the variational strategy's jitter :math:`j` and Cholesky, so that
@@ -218,22 +241,129 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         kdiag = self.kernel(X, diag=True)
         return A, kdiag + jitter - (A * A).sum(0), self.mean.constant.reshape(())
 
-    def _whitened_neg_elbo(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        r""":math:`-\mathcal L` in closed form from :meth:`_whitened_terms` and :math:`q(v) = N(\tilde m, RR^\top)`
-        (:math:`R` the lower triangle of the Cholesky variational parameter):
-        :math:`\mu_i = c + a_i^\top\tilde m`, :math:`v_i = k_{ii} + j - \lVert a_i\rVert^2 + \lVert R^\top a_i\rVert^2`,
-        :math:`\mathrm{KL} = \tfrac12(\lVert R\rVert_F^2 + \tilde m^\top\tilde m - m - \log\lvert RR^\top\rvert)`.
-        The same value as :meth:`elbo` without GPyTorch's lazy-tensor machinery (one kernel
-        evaluation and two :math:`O(nm^2)` triangular products per call)."""
-        A, base_var, c = self._whitened_terms(X)
-        q = self.variational_strategy._variational_distribution
-        m_white, R = q.variational_mean, q.chol_variational_covar.tril()
-        RA = R.T @ A
+    # ------------------------------------------------ q(v) at its optimum, given the rest
+    def _elbo_at(self, A: torch.Tensor, base_var: torch.Tensor, c: torch.Tensor, y: torch.Tensor,
+                 m_white: torch.Tensor, LP: torch.Tensor):
+        r"""ELBO of :math:`q(v) = N(\tilde m, P^{-1})`, :math:`P = L_PL_P^\top`, and the gradients
+        :math:`g_{\mu,i} = \partial\,\mathbb E_i/\partial\mu_i`, :math:`g_{v,i} = \partial\,\mathbb E_i/\partial v_i`
+        of the expected log-likelihoods (no autograd graph is kept)."""
+        B = torch.linalg.solve_triangular(LP, A, upper=False)  # a_i^T S a_i = |L_P^{-1} a_i|^2
         mu = c + A.T @ m_white
-        var = base_var + (RA * RA).sum(0)
-        d = torch.diagonal(R)
-        kl = 0.5 * ((R * R).sum() + m_white @ m_white - R.shape[0] - 2 * torch.log(d.abs()).sum())
-        return -(self._expected_log_lik(mu, var, y).sum() - kl)
+        var = base_var + (B * B).sum(0)
+        expected, g_mu, g_var = self._expected_log_lik_grads(mu, var, y)
+        return expected.detach() - self._kl_of(m_white, LP), g_mu, g_var
+
+    @staticmethod
+    def _kl_of(m_white: torch.Tensor, LP: torch.Tensor) -> torch.Tensor:
+        r""":math:`\mathrm{KL}[N(\tilde m, S)\,\|\,N(0, I)] = \tfrac12(\operatorname{tr}S + \tilde m^\top\tilde m - m - \log\lvert S\rvert)`
+        with :math:`S^{-1} = L_PL_P^\top`: :math:`\operatorname{tr}S = \lVert L_P^{-1}\rVert_F^2`,
+        :math:`\log\lvert S\rvert = -2\sum_j\log (L_P)_{jj}`."""
+        eye = torch.eye(LP.shape[0], dtype=LP.dtype, device=LP.device)
+        Linv = torch.linalg.solve_triangular(LP, eye, upper=False)
+        return 0.5 * ((Linv * Linv).sum() + m_white @ m_white - LP.shape[0] + 2 * torch.log(torch.diagonal(LP)).sum())
+
+    @torch.no_grad()
+    def _optimal_q(self, A: torch.Tensor, base_var: torch.Tensor, c: torch.Tensor, y: torch.Tensor, *,
+                   max_steps: int = 100, tol: float = 1e-8, depth: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+        r"""The Gaussian :math:`q(v)` maximising the ELBO for fixed kernel, mean and inducing inputs.
+
+        The optimum has the form :math:`S^{-1} = P = I + A\Lambda A^\top`,
+        :math:`S^{-1}\tilde m = A\nu` with one site :math:`(\lambda_i, \nu_i)` per row
+        (Opper & Archambeau 2009, eq. 8), at the fixed point
+
+        .. math::
+
+            \lambda_i = -2\,g_{v,i},\qquad \nu_i = g_{\mu,i} + \lambda_i\,a_i^\top\tilde m,
+
+        of the derivatives of :math:`\mathbb E_i` (:meth:`_expected_log_lik_grads`) at the current
+        :math:`q`. One application of the map is a natural-gradient step of length 1
+        (Salimbeni et al. 2018, eq. 10; exact at once for the conjugate Gaussian likelihood);
+        :math:`\lambda_i \ge 0` for log-concave likelihoods (probit, Gaussian), so :math:`P` stays
+        positive definite. The iterates are Anderson-accelerated (type II, the last ``depth``
+        maps; Walker & Ni 2011); a step that does not raise the ELBO is replaced by a damped
+        plain step :math:`x \leftarrow (1-\rho)x + \rho G(x)`, :math:`\rho = 1/2, 1/4, \ldots`. The steps stop
+        when the ELBO rises by less than ``tol`` per row. The previous call's sites are the
+        start (``_q_start``): unlike :math:`\tilde m` and :math:`S`, they stay meaningful when the
+        kernel and :math:`A` change.
+        """
+        M, n = A.shape
+        eye = torch.eye(M, dtype=A.dtype, device=A.device)
+
+        def q_of(x):  # q(v) of the sites x = (lam, nu): P = I + A diag(lam) A^T, h = A nu
+            LP, info = torch.linalg.cholesky_ex(eye + (A * x[:n]) @ A.T)
+            if info.item() != 0:
+                return None
+            return torch.cholesky_solve((A @ x[n:]).unsqueeze(-1), LP).squeeze(-1), LP
+
+        def evaluate(x):  # (ELBO, q, fixed-point map G(x)), or None where P is not positive definite
+            q = q_of(x)
+            if q is None:
+                return None
+            value, g_mu, g_var = self._elbo_at(A, base_var, c, y, *q)
+            if not torch.isfinite(value):
+                return None
+            lam_star = (-2.0 * g_var).clamp_min(0.0)
+            return value, q, torch.cat([lam_star, g_mu + lam_star * (A.T @ q[0])])
+
+        start = getattr(self, "_q_start", None)
+        first = None if start is None else evaluate(start)
+        x = start if first is not None else A.new_zeros(2 * n)
+        first = first if first is not None else evaluate(x)  # the prior q(v) = N(0, I)
+        if first is None:
+            raise NotPositiveDefiniteError("The variational ELBO is not finite at the prior q(v) = N(0, I); "
+                                           "the kernel or mean produced non-finite values.")
+        value, q, gx = first
+        history_g, history_f = [], []
+        for _ in range(max_steps):
+            f = gx - x
+            history_g, history_f = (history_g + [gx])[-depth:], (history_f + [f])[-depth:]
+            if len(history_f) > 1:  # Anderson (type II): the combination of the last maps with least residual
+                dF = torch.stack([b - a for a, b in zip(history_f, history_f[1:])], 1)
+                dG = torch.stack([b - a for a, b in zip(history_g, history_g[1:])], 1)
+                gamma = torch.linalg.lstsq(dF, f.unsqueeze(-1)).solution.squeeze(-1)
+                trial = gx - dG @ gamma
+                trial[:n].clamp_(min=0.0)
+            else:
+                trial = gx
+            new = evaluate(trial)
+            if new is None or new[0] < value:  # safeguard: a damped plain step that raises the ELBO
+                history_g, history_f, rho, new = [], [], 0.5, None
+                while rho >= 1.0 / 64:
+                    trial = (1.0 - rho) * x + rho * gx
+                    new = evaluate(trial)
+                    if new is not None and new[0] >= value:
+                        break
+                    new, rho = None, 0.5 * rho
+                if new is None:
+                    break
+            gain = (new[0] - value).item()
+            x, (value, q, gx) = trial, new
+            if gain <= tol * n:
+                break
+        self._q_start = x
+        m_white, LP = q
+        return m_white, LP
+
+    def _profiled_neg_elbo(self, X: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        r""":math:`-\max_{q(v)}\mathcal L`, a function of the kernel hyperparameters, the constant mean
+        and the inducing inputs only (:meth:`_optimal_q` inside). Its gradient is the ELBO's partial
+        gradient at the optimal :math:`q` (the envelope theorem: :math:`\partial\mathcal L/\partial q = 0`
+        there), so :math:`q` enters the backward pass as a constant."""
+        A, base_var, c = self._whitened_terms(X)
+        m_white, LP = self._optimal_q(A.detach(), base_var.detach(), c.detach(), y)
+        B = torch.linalg.solve_triangular(LP, A, upper=False)
+        mu = c + A.T @ m_white
+        var = base_var + (B * B).sum(0)
+        return -(self._expected_log_lik(mu, var, y).sum() - self._kl_of(m_white, LP))
+
+    @torch.no_grad()
+    def _set_q(self, m_white: torch.Tensor, LP: torch.Tensor) -> None:
+        r"""Write :math:`q(v) = N(\tilde m, (L_PL_P^\top)^{-1})` into the Cholesky variational parameters."""
+        S = torch.cholesky_inverse(LP)
+        R, _ = robust_cholesky(0.5 * (S + S.T))
+        q = self.variational_strategy._variational_distribution
+        q.variational_mean.copy_(m_white)
+        q.chol_variational_covar.copy_(R)
 
     def fit_model(self, X, y, *, max_iter: int | None = None, random_state=None, verbose: bool = False,
                   batch_size: int | None = None) -> FitResult:
@@ -293,12 +423,21 @@ def _fit_full_batch_lbfgs(model: SVGPModel, X, y, *, batch_size, max_iter, verbo
         with torch.no_grad():  # q(v) = the prior N(0, I); marked, so that no later call resets it
             strategy._variational_distribution.initialize_variational_distribution(strategy.prior_distribution)
             strategy.variational_params_initialized.fill_(1)
-    model._whitened_objective = True
+    variational = list(model.variational_parameters())
+    trainable = [p.requires_grad for p in variational]
+    for p in variational:  # q(v) is profiled out: set to its optimum inside each evaluation
+        p.requires_grad_(False)
+    model._profile_q, model._q_start = True, None
     try:
         result = fit_hyperparameters(model, Xt, yt, optimizer="lbfgs",
                                      max_iter=1000 if max_iter is None else max_iter, verbose=verbose)
+        with torch.no_grad():  # q(v) at the returned parameters (L-BFGS's last evaluation may be elsewhere)
+            A, base_var, c = model._whitened_terms(Xt)
+            model._set_q(*model._optimal_q(A, base_var, c, yt))
     finally:
-        del model._whitened_objective
+        del model._profile_q, model._q_start
+        for p, flag in zip(variational, trainable):
+            p.requires_grad_(flag)
     model.eval()
     return result
 
@@ -309,11 +448,11 @@ def fit_svgp(model: SVGPModel, X, y, *, batch_size: int | None = None, max_iter:
     r"""Maximise the ELBO of an :class:`SVGPModel` in place.
 
     With ``optimizer="lbfgs"`` the full-data ELBO (no minibatches) is maximised
-    by L-BFGS over every parameter at once, :math:`q(v)` included
-    (:func:`~hdgp.training.fit_hyperparameters`: ``max_iter`` iterations at most,
-    default 1000); the model must use the Cholesky parametrisation
-    (``natural_gradient=False``: natural parameters live in a constrained set
-    that a quasi-Newton step can leave). Otherwise (``"adam"``) each step draws the next minibatch of a seeded random permutation (a new one
+    by L-BFGS (:func:`~hdgp.training.fit_hyperparameters`: ``max_iter`` iterations at
+    most, default 1000) over the kernel hyperparameters, the constant mean, the noise
+    and the inducing inputs, with :math:`q(v)` set to its optimum for each of their values
+    (:meth:`SVGPModel._optimal_q`) and stored at the end in the Cholesky
+    parametrisation, which the model must use (``natural_gradient=False``). Otherwise (``"adam"``) each step draws the next minibatch of a seeded random permutation (a new one
     every epoch), converts only those rows to tensors on the model's device and
     takes one natural-gradient step on :math:`q(v)` (when the model uses natural
     parameters) and one Adam step on everything else. Every ``window`` steps
