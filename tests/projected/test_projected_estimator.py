@@ -185,3 +185,41 @@ def test_large_fits_start_from_an_exact_subset_fit_and_reach_the_generic_optimum
     assert again.fit_result_.loss == est.fit_result_.loss  # seeded subset: deterministic
     warm = clone(est).set_params(warm_start=True).fit(X[:350], y[:350])
     assert warm.set_params(warm_start=True).fit(X, y).start_ == "warm"  # a warm start skips the subset
+
+
+def test_the_subset_start_brings_switched_off_inputs_back_within_reach(monkeypatch):
+    from hdgp.estimators import projected
+
+    # x3 is noise: the subset fit switches it off (a length-scale far beyond the inputs' spread, where
+    # its gradient vanishes); the start on all rows caps it within reach, the others stay as fitted
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 4))
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] * X[:, 2] + 0.05 * rng.normal(size=400)
+    monkeypatch.setattr(projected, "PROJECTED_EXACT_MAX_N", 300)
+    monkeypatch.setattr(projected, "SUBSET_START_ROWS", 120)
+    fitted, starts = [], []
+    real = projected.ProjectedAdditiveGPRegressor._subset_start
+
+    def spy(self, model, X, y):
+        pk = model.kernel.base_kernel
+        generic = pk.input_lengthscale.detach().clone()
+        original = projected.fit_hyperparameters
+
+        def record(model, *args, **kwargs):
+            result = original(model, *args, **kwargs)
+            fitted.append(pk.input_lengthscale.detach().clone())
+            return result
+
+        monkeypatch.setattr(projected, "fit_hyperparameters", record)
+        result = real(self, model, X, y)
+        monkeypatch.setattr(projected, "fit_hyperparameters", original)
+        starts.append((generic, pk.input_lengthscale.detach().clone()))
+        return result
+
+    monkeypatch.setattr(projected.ProjectedAdditiveGPRegressor, "_subset_start", spy)
+    ProjectedAdditiveGPRegressor(6, random_state=0, inference="exact").fit(X, y)
+    (generic, start), = starts
+    cap = projected.SUBSET_LENGTHSCALE_CAP * generic
+    off = fitted[0] > cap
+    assert off[3] and not off[0]  # the noise input was switched off on the subset, x0 was not
+    assert torch.allclose(start[off], cap[off]) and torch.equal(start[~off], fitted[0][~off])

@@ -35,6 +35,8 @@ PROJECTED_EXACT_MAX_N = 3000
 #: Above :data:`PROJECTED_EXACT_MAX_N` rows (exact or SKI inference), a fit starts from an exact fit of
 #: the same kernel on this many random training rows.
 SUBSET_START_ROWS = 1000
+#: ... whose length-scales are capped at this many times their generic start before the fit on all rows.
+SUBSET_LENGTHSCALE_CAP = 10.0
 
 
 class ProjectedAdditiveGPRegressor(BaseGPRegressor):
@@ -86,7 +88,8 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         when the projections are 1-D (else exact up to
         :data:`~hdgp.estimators._base.AUTO_EXACT_MAX_N` rows, sparse beyond). The choice is
         stored in ``inference_``. Above :data:`PROJECTED_EXACT_MAX_N` rows an exact or SKI fit
-        starts from an exact fit on :data:`SUBSET_START_ROWS` random rows. SKI's conjugate
+        starts from an exact fit on :data:`SUBSET_START_ROWS` random rows, its length-scales
+        capped at :data:`SUBSET_LENGTHSCALE_CAP` times their generic start. SKI's conjugate
         gradients and Lanczos steps want ``dtype="float64"`` (the default): in float32 the
         predictive variances can be off by tens of per cent at a noise variance of 1e-4.
     n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
@@ -201,12 +204,18 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         exact = ExactGPModel(model.kernel, noise_lower_bound=self.noise_lower_bound,
                              noise_prior=self._noise_prior()).to(**self._torch_kwargs)
         exact.likelihood.noise = model.likelihood.noise.detach()
+        pk = model.kernel.base_kernel
+        name = "input_lengthscale" if pk.ard else "projection_lengthscale"
+        cap = SUBSET_LENGTHSCALE_CAP * getattr(pk, name).detach().clone()
         result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer, max_iter=self.max_iter,
                                      random_state=self._fit_seed_, verbose=self.verbose,
                                      desc=f"start: exact fit on {SUBSET_START_ROWS} rows")
         with torch.no_grad():  # just above the (open) lower bound, which the constraint cannot invert
             model.likelihood.noise = exact.likelihood.noise.clamp_min(self.noise_lower_bound * (1 + 1e-6))
             model.mean.constant.copy_(exact.mean.constant)
+            # a length-scale far beyond the inputs' spread has a vanishing gradient: what the subset
+            # switched off could not come back on all rows, so it restarts within reach
+            setattr(pk, name, torch.minimum(getattr(pk, name), cap))
         return result
 
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
