@@ -4,8 +4,8 @@ Fits ``hdgp.preset("DPA-GP-ARD", random_state=0)`` (public API only, so the same
 checkout put first on ``PYTHONPATH``) on ``friedman_table(rows, features)`` of ``profile_defaults.py``
 (seed 0), predicts its 1,000 test rows and appends one JSON record to
 ``benchmarks/results/projected/default-timing.jsonl``: fit seconds, engine, start, objective
-evaluations, final objective, test RMSE and NLPD, the 1-minute load average before and after, and
-the hdgp source directory.
+evaluations, final objective, test RMSE and NLPD, and the 1-minute load average before and after
+(``--tag`` names the checkout).
 
     python benchmarks/dpa_default_timing.py --rows 3700 --features 22 --tag new
 """
@@ -42,8 +42,7 @@ def main(argv=None) -> None:
     params = json.loads(args.params)
     est = hdgp.preset("DPA-GP-ARD", random_state=0).set_params(**params)
     record = {"rows": args.rows, "features": args.features, "tag": args.tag, "params": params,
-              "source": str(Path(hdgp.__file__).resolve().parent.parent), "load_before": os.getloadavg()[0],
-              "started": time.strftime("%H:%M:%S")}
+              "load_before": os.getloadavg()[0], "started": time.strftime("%H:%M:%S")}
     start = time.perf_counter()
     est.fit(X, y)
     record["seconds"] = time.perf_counter() - start
