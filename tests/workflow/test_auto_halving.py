@@ -125,3 +125,22 @@ def test_the_refit_above_the_cross_validated_sizes_polishes_the_validated_fit_on
         mine.fit(X[:200], y[:200])
         capped, _, _ = fitting._refit_validated(mine, X, y, False, {"max_iter": 2})
     assert capped.n_iter_ <= 4 and capped.get_params()["max_iter"] == 2
+
+
+def test_a_refit_that_changes_engine_starts_afresh_with_its_full_budget(monkeypatch):
+    import importlib
+
+    import hdgp
+
+    fitting = importlib.import_module("hdgp.workflow.fitting")
+    base = importlib.import_module("hdgp.estimators._base")
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=300)
+    winner = hdgp.preset("RBF-ARD").set_params(random_state=0, n_inducing=20).fit(X[:150], y[:150])
+    assert winner.inference_ == "exact"
+    monkeypatch.setattr(base, "AUTO_EXACT_MAX_N", 200)  # all 300 rows: the sparse engine
+    monkeypatch.setattr(fitting, "REFIT_MAX_ITER", 1)
+    est, _, caught = fitting._refit_validated(winner, X, y, False, None)
+    assert est.inference_ == "sparse" and est.start_ != "warm"
+    assert not any("max_iter=1" in w for w in caught)  # not held to the polish cap

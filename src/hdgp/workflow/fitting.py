@@ -317,12 +317,16 @@ def _refit_validated(winner, X, y, verbose: bool, params):
     (``warm_start``), the same candidate (direction set, start) and inference engine
     where the row count allows it. Without a ``max_iter`` of the user's, L-BFGS polishes for at
     most :data:`REFIT_MAX_ITER` iterations: the start is an optimum of the same objective on a
-    subset of these rows, so the hyper-parameters move little.
+    subset of these rows, so the hyper-parameters move little. Where all rows resolve to another
+    inference engine than the validated fit's, the estimator starts afresh, without that cap.
 
     Returns the estimator, the seconds and the warnings.
     """
     changes = {"verbose": verbose}
-    if "max_iter" in winner.get_params() and "max_iter" not in (params or {}):
+    # a fit on more rows can resolve inference="auto" to another engine (e.g. exact -> sparse): the
+    # estimator then starts afresh, and that fit gets its full iteration budget
+    same_engine = winner._resolve_inference(len(y)) == getattr(winner, "inference_", None)
+    if same_engine and "max_iter" in winner.get_params() and "max_iter" not in (params or {}):
         changes["max_iter"] = REFIT_MAX_ITER
     before = {key: winner.get_params()[key] for key in changes}
     winner.set_params(**changes)
