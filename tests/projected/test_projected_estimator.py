@@ -155,3 +155,71 @@ def test_bad_parameters_raise_clear_errors(params, message):
     X, y = _data(n=20)
     with pytest.raises(ValueError, match=message):
         ProjectedAdditiveGPRegressor(**params).fit(X, y)
+
+
+def test_auto_inference_switches_to_ski_above_the_projected_exact_limit():
+    from hdgp.estimators import projected
+
+    limit = projected.PROJECTED_EXACT_MAX_N
+    est = hdgp.preset("DPA-GP-ARD")
+    assert est._resolve_inference(limit) == "exact" and est._resolve_inference(limit + 1) == "ski"
+    rpa2 = hdgp.preset("RPA-GP-2")  # 2-D projections: no SKI, exact up to the common limit, then sparse
+    assert rpa2._resolve_inference(limit + 1) == "exact"
+    assert rpa2._resolve_inference(10**5) == "sparse"
+    assert hdgp.preset("DPA-GP-ARD").set_params(inference="exact")._resolve_inference(limit + 1) == "exact"
+
+
+def test_large_fits_start_from_an_exact_subset_fit_and_reach_the_generic_optimum(monkeypatch):
+    from hdgp.estimators import projected
+
+    X, y = _data(n=400, d=3, seed=4)
+    generic = ProjectedAdditiveGPRegressor(6, random_state=0, inference="exact").fit(X, y)
+    assert generic.start_ == "generic" and generic.init_result_ is None
+    monkeypatch.setattr(projected, "PROJECTED_EXACT_MAX_N", 300)
+    monkeypatch.setattr(projected, "SUBSET_START_ROWS", 120)
+    est = ProjectedAdditiveGPRegressor(6, random_state=0, inference="exact").fit(X, y)
+    assert est.start_ == "subset" and est.init_result_ is not None
+    assert est.fit_result_.loss == pytest.approx(generic.fit_result_.loss, abs=2e-3)
+    assert np.allclose(est.predict(X[:50]), generic.predict(X[:50]), atol=0.05 * np.std(y))
+    again = ProjectedAdditiveGPRegressor(6, random_state=0, inference="exact").fit(X, y)
+    assert again.fit_result_.loss == est.fit_result_.loss  # seeded subset: deterministic
+    warm = clone(est).set_params(warm_start=True).fit(X[:350], y[:350])
+    assert warm.set_params(warm_start=True).fit(X, y).start_ == "warm"  # a warm start skips the subset
+
+
+def test_the_subset_start_brings_switched_off_inputs_back_within_reach(monkeypatch):
+    from hdgp.estimators import projected
+
+    # x3 is noise: the subset fit switches it off (a length-scale far beyond the inputs' spread, where
+    # its gradient vanishes); the start on all rows caps it within reach, the others stay as fitted
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 4))
+    y = np.sin(X[:, 0]) + 0.3 * X[:, 1] * X[:, 2] + 0.05 * rng.normal(size=400)
+    monkeypatch.setattr(projected, "PROJECTED_EXACT_MAX_N", 300)
+    monkeypatch.setattr(projected, "SUBSET_START_ROWS", 120)
+    fitted, starts = [], []
+    real = projected.ProjectedAdditiveGPRegressor._subset_start
+
+    def spy(self, model, X, y):
+        pk = model.kernel.base_kernel
+        generic = pk.input_lengthscale.detach().clone()
+        original = projected.fit_hyperparameters
+
+        def record(model, *args, **kwargs):
+            result = original(model, *args, **kwargs)
+            fitted.append(pk.input_lengthscale.detach().clone())
+            return result
+
+        monkeypatch.setattr(projected, "fit_hyperparameters", record)
+        result = real(self, model, X, y)
+        monkeypatch.setattr(projected, "fit_hyperparameters", original)
+        starts.append((generic, pk.input_lengthscale.detach().clone()))
+        return result
+
+    monkeypatch.setattr(projected.ProjectedAdditiveGPRegressor, "_subset_start", spy)
+    ProjectedAdditiveGPRegressor(6, random_state=0, inference="exact").fit(X, y)
+    (generic, start), = starts
+    cap = projected.SUBSET_LENGTHSCALE_CAP * generic
+    off = fitted[0] > cap
+    assert off[3] and not off[0]  # the noise input was switched off on the subset, x0 was not
+    assert torch.allclose(start[off], cap[off]) and torch.equal(start[~off], fitted[0][~off])

@@ -252,3 +252,24 @@ def test_fused_sum_interleaved_degrees_far_inputs_and_partial_gradients(monkeypa
         inputs = [t for t in (Z1, Z2, w) if t.requires_grad]
         for a, b in zip(torch.autograd.grad((fused * G).sum(), inputs), torch.autograd.grad((dense * G).sum(), inputs)):
             torch.testing.assert_close(a, b, rtol=0, atol=atol)
+
+
+def test_far_apart_points_give_the_underflowed_terms_to_rounding():
+    """Length-scales short against the distances put most exponents below -708 (subnormal or zero
+    terms, which the kernel clamps before the exponential): the clamped terms stay below 1e-306,
+    every other entry keeps its value to rounding, and the gradients match the brute-force sum."""
+    d = 3
+    k = ProjectedAdditiveKernel(random_directions(d, (1,) * 6, random_state=2), (1,) * 6, ard=True)
+    k.input_lengthscale = torch.full((d,), 0.005, dtype=DT)
+    X = torch.randn(30, d, dtype=DT, generator=torch.Generator().manual_seed(3))
+    X = torch.cat([X, X[:5] + 0.002])  # a few near pairs: terms of order 1
+    fast, slow = k(X, X).to_dense(), _brute_force(k, X, X)
+    under = slow == 0
+    assert under.float().mean() > 0.3 and slow.max() > 0.1  # mostly underflowed, some large
+    assert fast[under].max() < 1e-306
+    kept = slow > 1e-290
+    assert torch.allclose(fast[kept], slow[kept], rtol=1e-10, atol=1e-13)
+    G = torch.randn(*fast.shape, dtype=DT, generator=torch.Generator().manual_seed(4))
+    g_fast = torch.autograd.grad((fast * G).sum(), k.raw_input_lengthscale)[0]
+    g_slow = torch.autograd.grad((slow * G).sum(), k.raw_input_lengthscale)[0]
+    assert torch.allclose(g_fast, g_slow, rtol=1e-10, atol=1e-12)

@@ -1,8 +1,11 @@
 """``--model auto`` by successive halving: rung sizes, the noise-aware screen, nested subsets."""
 
+import copy
+
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from hdgp.io import TableSchema
 from hdgp.workflow import select as select_module
@@ -91,3 +94,53 @@ def test_a_rung_fits_with_the_engine_of_the_full_fit():
         chosen = hdgp.preset(name).set_params(inference="exact")  # the user's -p inference=... stays
         select_module._same_engine(chosen, {"inference": "exact"}, 12_800)
         assert chosen.get_params()["inference"] == "exact"
+
+
+def test_the_refit_above_the_cross_validated_sizes_polishes_the_validated_fit_only():
+    import hdgp
+    import importlib
+
+    fitting = importlib.import_module("hdgp.workflow.fitting")
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2, 2, size=(700, 3))
+    y = np.sin(2 * X[:, 0]) + 0.5 * X[:, 1] ** 2 + 0.1 * rng.normal(size=700)
+    winner = hdgp.preset("RBF-ARD").set_params(random_state=0).fit(X[:200], y[:200])
+    assert not fitting._warm_refit_only(winner, select_module.CV_MAX_ROWS)  # small: fresh and warm starts
+    assert fitting._warm_refit_only(winner, select_module.CV_MAX_ROWS + 1)
+    start = winner.kernel_.lengthscale.detach().clone()
+    one_step = copy.deepcopy(winner).set_params(warm_start=True, max_iter=1)
+    est, seconds, _ = fitting._refit_validated(winner, X, y, False, None)
+    assert est is winner and est.start_ == "warm" and est.X_train_.shape[0] == 700 and seconds > 0
+    assert est.n_iter_ <= 2 * fitting.REFIT_MAX_ITER  # the polish cap (L-BFGS: 2 evaluations per iteration)
+    assert est.get_params()["max_iter"] is None and est.get_params()["warm_start"] is False  # as the preset's
+    assert not torch.equal(est.kernel_.lengthscale, start)  # the hyper-parameters moved
+    # the polish ends below one L-BFGS step from the validated hyper-parameters on all rows
+    with pytest.warns(Warning, match="max_iter=1"):
+        one_step.fit(X, y)
+    assert est.fit_result_.loss < one_step.fit_result_.loss
+    # a max_iter of the user's (set on the candidates by make_estimator) is kept
+    mine = hdgp.preset("RBF-ARD").set_params(random_state=0, max_iter=2)
+    with pytest.warns(Warning, match="max_iter=2"):
+        mine.fit(X[:200], y[:200])
+        capped, _, _ = fitting._refit_validated(mine, X, y, False, {"max_iter": 2})
+    assert capped.n_iter_ <= 4 and capped.get_params()["max_iter"] == 2
+
+
+def test_a_refit_that_changes_engine_starts_afresh_with_its_full_budget(monkeypatch):
+    import importlib
+
+    import hdgp
+
+    fitting = importlib.import_module("hdgp.workflow.fitting")
+    base = importlib.import_module("hdgp.estimators._base")
+    rng = np.random.default_rng(6)
+    X = rng.uniform(-2, 2, size=(300, 2))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.normal(size=300)
+    winner = hdgp.preset("RBF-ARD").set_params(random_state=0, n_inducing=20).fit(X[:150], y[:150])
+    assert winner.inference_ == "exact"
+    monkeypatch.setattr(base, "AUTO_EXACT_MAX_N", 200)  # all 300 rows: the sparse engine
+    monkeypatch.setattr(fitting, "REFIT_MAX_ITER", 1)
+    est, _, caught = fitting._refit_validated(winner, X, y, False, None)
+    assert est.inference_ == "sparse" and est.start_ != "warm"
+    assert not any("max_iter=1" in w for w in caught)  # not held to the polish cap

@@ -15,17 +15,28 @@ import torch
 from gpytorch.kernels import Kernel, ScaleKernel
 
 from ..exceptions import HDGPWarning
+from ..inference import ExactGPModel
+from ..inference.engines import resolve_inference
 from ..inference.ski import SKIProjectedGPModel
 from ..kernels import log_positive
 from ..kernels.projected_kernel import ProjectedAdditiveKernel
 from ..projections import diverse_directions, expand_degrees, min_pairwise_angle, random_directions
-from ._base import BaseGPRegressor, _is_int
+from ..training import fit_hyperparameters
+from ._base import AUTO_EXACT_MAX_N, BaseGPRegressor, _is_int
 
 __all__ = ["ProjectedAdditiveGPRegressor"]
 
 
 #: Settings of SKIProjectedGPModel a user may pass through ``ski_options``.
 _SKI_OPTIONS = ("num_probes", "probe_seed", "preconditioner_rank", "max_cg_iterations", "cg_tolerance")
+#: ``inference="auto"`` with 1-D projections: exact inference up to this many training rows, SKI beyond
+#: (each exact evaluation costs O(n³), a SKI one O(n) plus the grids).
+PROJECTED_EXACT_MAX_N = 3000
+#: Above :data:`PROJECTED_EXACT_MAX_N` rows (exact or SKI inference), a fit starts from an exact fit of
+#: the same kernel on this many random training rows.
+SUBSET_START_ROWS = 1000
+#: ... whose length-scales are capped at this many times their generic start before the fit on all rows.
+SUBSET_LENGTHSCALE_CAP = 10.0
 
 
 class ProjectedAdditiveGPRegressor(BaseGPRegressor):
@@ -73,9 +84,12 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     inference : {"auto", "exact", "ski", ...}, default="auto"
         ``"ski"``: additive structured kernel interpolation (1-D projections only,
         linear in n; up to 800 rows its likelihood is computed from the dense SKI matrix, as
-        in GPyTorch). ``"auto"``: exact up to
-        :data:`~hdgp.estimators._base.AUTO_EXACT_MAX_N` rows, SKI beyond when the
-        projections are 1-D. The choice is stored in ``inference_``. SKI's conjugate
+        in GPyTorch). ``"auto"``: exact up to :data:`PROJECTED_EXACT_MAX_N` rows and SKI beyond
+        when the projections are 1-D (else exact up to
+        :data:`~hdgp.estimators._base.AUTO_EXACT_MAX_N` rows, sparse beyond). The choice is
+        stored in ``inference_``. Above :data:`PROJECTED_EXACT_MAX_N` rows an exact or SKI fit
+        starts from an exact fit on :data:`SUBSET_START_ROWS` random rows, its length-scales
+        capped at :data:`SUBSET_LENGTHSCALE_CAP` times their generic start. SKI's conjugate
         gradients and Lanczos steps want ``dtype="float64"`` (the default): in float32 the
         predictive variances can be off by tens of per cent at a noise variance of 1e-4.
     n_inducing, batch_size, noise_lower_bound, noise_prior, optimizer, max_iter, n_restarts, warm_start, random_state, device, dtype, verbose
@@ -162,6 +176,47 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
 
     def _ski_possible(self) -> bool:
         return max(self._degrees()) == 1
+
+    def _resolve_inference(self, n: int) -> str:
+        """``inference``, or for ``"auto"``: exact up to :data:`PROJECTED_EXACT_MAX_N` rows and SKI beyond
+        with 1-D projections; exact up to :data:`~hdgp.estimators._base.AUTO_EXACT_MAX_N` rows and
+        sparse beyond otherwise."""
+        ski = self._ski_possible()
+        return resolve_inference(self.inference, n, exact_max_n=PROJECTED_EXACT_MAX_N if ski else AUTO_EXACT_MAX_N,
+                                 ski_possible=ski)
+
+    def _fit_candidate(self, Xt: torch.Tensor, yt: torch.Tensor, previous=None):
+        """One candidate (direction set); above :data:`PROJECTED_EXACT_MAX_N` rows with exact or SKI
+        inference from the hyper-parameters of an exact fit on :data:`SUBSET_START_ROWS` random rows
+        (``start_ = "subset"``, its diagnostics in ``init_result_``): an optimum of the same kernel
+        on fewer rows, from which the full objective needs few evaluations."""
+        if previous is not None or Xt.shape[0] <= PROJECTED_EXACT_MAX_N or self.inference_ not in ("exact", "ski"):
+            return super()._fit_candidate(Xt, yt, previous)
+        model = self._build_model(Xt)
+        init = self._subset_start(model, Xt, yt)
+        return model, self._train(model, Xt, yt, desc="fit from the subset start"), init, "subset"
+
+    def _subset_start(self, model, X: torch.Tensor, y: torch.Tensor):
+        """Fit an exact GP sharing ``model``'s kernel on :data:`SUBSET_START_ROWS` random rows (seeded by
+        the fit's seed and the candidate); its noise and constant mean become ``model``'s start."""
+        rng = np.random.default_rng([self._fit_seed_, self._candidate_])
+        rows = torch.as_tensor(np.sort(rng.choice(X.shape[0], SUBSET_START_ROWS, replace=False)), device=X.device)
+        exact = ExactGPModel(model.kernel, noise_lower_bound=self.noise_lower_bound,
+                             noise_prior=self._noise_prior()).to(**self._torch_kwargs)
+        exact.likelihood.noise = model.likelihood.noise.detach()
+        pk = model.kernel.base_kernel
+        name = "input_lengthscale" if pk.ard else "projection_lengthscale"
+        cap = SUBSET_LENGTHSCALE_CAP * getattr(pk, name).detach().clone()
+        result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer, max_iter=self.max_iter,
+                                     random_state=self._fit_seed_, verbose=self.verbose,
+                                     desc=f"start: exact fit on {SUBSET_START_ROWS} rows")
+        with torch.no_grad():  # just above the (open) lower bound, which the constraint cannot invert
+            model.likelihood.noise = exact.likelihood.noise.clamp_min(self.noise_lower_bound * (1 + 1e-6))
+            model.mean.constant.copy_(exact.mean.constant)
+            # a length-scale far beyond the inputs' spread has a vanishing gradient: what the subset
+            # switched off could not come back on all rows, so it restarts within reach
+            setattr(pk, name, torch.minimum(getattr(pk, name), cap))
+        return result
 
     def _make_model(self, kernel: Kernel, X: torch.Tensor):
         if self.inference_ == "ski":

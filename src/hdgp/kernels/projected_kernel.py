@@ -47,6 +47,10 @@ _CPU_BLOCK_ENTRIES = 2**17
 _GPU_BLOCK_ENTRIES = 2**26
 #: Fewest rows per block: with fewer, the per-call overhead outweighs the cache.
 _MIN_BLOCK_ROWS = 8
+#: Exponents are clamped to ≥ −708 before the exponential: e^x for x < −708 is a subnormal number or
+#: 0, which the exponential routines compute on a slow path (far pairs of points are most of a
+#: high-dimensional K); e^{−708} ≈ 3.3·10⁻³⁰⁸ stands for them instead, below any tolerance of the sum.
+_EXP_FLOOR = 708.0
 
 
 def _stack(Z: torch.Tensor, slices, terms: list[int]) -> torch.Tensor:
@@ -91,10 +95,10 @@ def _block_terms(a: torch.Tensor, b: torch.Tensor, zero: torch.Tensor, keep_diff
     if a.shape[-1] == 1:
         t = a - b.transpose(-1, -2)
         E = torch.addcmul(zero, t, t, value=-1.0, out=None if keep_differences else t)
-        return exp_(E), t if keep_differences else None
+        return exp_(E.clamp_min_(-_EXP_FLOOR)), t if keep_differences else None
     sq = a.square().sum(-1, keepdim=True) + b.square().sum(-1).unsqueeze(-2)
     sq.add_(a @ b.transpose(-1, -2), alpha=-2.0)
-    return exp_(sq.clamp_min_(0.0).neg_()), None
+    return exp_(sq.clamp_(0.0, _EXP_FLOOR).neg_()), None
 
 
 def _block_gradients(M: torch.Tensor, a: torch.Tensor, b: torch.Tensor, t, first_col: int):

@@ -14,13 +14,16 @@ from ..io.table import TASKS, TableError, TableSchema
 from .classification import evaluate_classifier
 from .estimation import (COVERAGE_LEVELS, evaluate, keep_levels_in_training, make_estimator,
                          resolve_model, timed_fit)
-from .select import select
+from .select import CV_MAX_ROWS, select
 from .tabular import TabularModel
 
 __all__ = ["fit_table", "make_estimator", "resolve_model", "evaluate", "COVERAGE_LEVELS", "MIN_TRAIN_ROWS"]
 
 #: Fewest training rows ``fit_table`` accepts.
 MIN_TRAIN_ROWS = 5
+#: Iteration cap of L-BFGS when ``--model auto`` refits its winner from the validated fit on more than
+#: :data:`~hdgp.workflow.select.CV_MAX_ROWS` training rows (unless ``params`` sets ``max_iter``).
+REFIT_MAX_ITER = 50
 #: A held-out R² at least this high, or a feature whose (rank) correlation with the target is at
 #: least this in absolute value, gets a warning that the target may leak into the features.
 LEAK_THRESHOLD = 0.999
@@ -161,7 +164,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         with the best calibrated validation log predictive density / log-loss
         (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
         (from its generic start and, for hdgp's GP regressors, also from its validated
-        fit, keeping the better training objective) and give a regressor's predictive
+        fit, keeping the better training objective; above 600 training rows a GP regressor
+        from its validated fit only, see :func:`_refit_validated`) and give a regressor's predictive
         variances its validation calibration factor. On a classification target
         ``oak``, ``rbf-ard`` and ``sigp`` mean OAK-classifier, GP-classifier and
         SIGP-classifier; regression-only models are refused.
@@ -233,15 +237,20 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                                           progress=progress, candidates=None, verbose=verbose)
     est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
                          strict=selection is None)
-    progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
     missing = "keep" if getattr(est, "_takes_missing", False) else "error"  # OAK marginalises missing cells
     X_fit = schema.encode(X_train, missing=missing)
-    try:
-        seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
-    except ValueError as exc:
-        raise _rare_class_error(exc, name, schema, y, y_train) from exc
-    if winner is not None and "warm_start" in winner.get_params():
-        est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
+    if _warm_refit_only(winner, len(train_idx)):
+        progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs, from its "
+                 "validated fit")
+        est, seconds, caught = _refit_validated(winner, X_fit, y_train, est.get_params()["verbose"], params)
+    else:
+        progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
+        try:
+            seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
+        except ValueError as exc:
+            raise _rare_class_error(exc, name, schema, y, y_train) from exc
+        if winner is not None and "warm_start" in winner.get_params():
+            est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
     progress(f"fitted {name} in {seconds:.1f} s")
     validation_factor = 1.0
     if selection is not None and schema.task != "classification":
@@ -292,6 +301,40 @@ def _fit_warm(est, X, y):
     finally:
         if warm:
             est.set_params(warm_start=False)
+
+
+def _warm_refit_only(winner, n_train: int) -> bool:
+    """Whether ``--model auto`` refits its winner from the validated fit alone (see :func:`_refit_validated`):
+    for hdgp's GP regressors (``warm_start``) on more than :data:`~hdgp.workflow.select.CV_MAX_ROWS`
+    training rows. Up to that many the refit is cheap and also runs from the generic start
+    (:func:`_refit_warm`)."""
+    return winner is not None and "warm_start" in winner.get_params() and n_train > CV_MAX_ROWS
+
+
+def _refit_validated(winner, X, y, verbose: bool, params):
+    """``winner`` (fitted on the validation split's fitting rows, or on an earlier rung's subset of
+    them) refitted on all training rows ``(X, y)`` from its fitted hyper-parameters: one start
+    (``warm_start``), the same candidate (direction set, start) and inference engine
+    where the row count allows it. Without a ``max_iter`` of the user's, L-BFGS polishes for at
+    most :data:`REFIT_MAX_ITER` iterations: the start is an optimum of the same objective on a
+    subset of these rows, so the hyper-parameters move little. Where all rows resolve to another
+    inference engine than the validated fit's, the estimator starts afresh, without that cap.
+
+    Returns the estimator, the seconds and the warnings.
+    """
+    changes = {"verbose": verbose}
+    # a fit on more rows can resolve inference="auto" to another engine (e.g. exact -> sparse): the
+    # estimator then starts afresh, and that fit gets its full iteration budget
+    same_engine = winner._resolve_inference(len(y)) == getattr(winner, "inference_", None)
+    if same_engine and "max_iter" in winner.get_params() and "max_iter" not in (params or {}):
+        changes["max_iter"] = REFIT_MAX_ITER
+    before = {key: winner.get_params()[key] for key in changes}
+    winner.set_params(**changes)
+    try:
+        seconds, caught = _fit_warm(winner, X, y)
+    finally:
+        winner.set_params(**{k: v for k, v in before.items() if k != "verbose"})
+    return winner, seconds, caught
 
 
 def _refit_warm(est, winner, X, y, seconds, caught, progress):

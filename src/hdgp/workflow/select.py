@@ -20,7 +20,8 @@ Rule (documented in ``hdgp fit --help``):
    The fits follow successive halving (Jamieson & Talwalkar 2016) on nested subsets of the
    80 %: rung j fits the surviving candidates on :math:`n_{fit}/3^{J-j}` rows (the first at
    least :data:`MIN_RUNG_ROWS`, the last all of them) and scores them on the same validation
-   rows. After a rung a candidate stops when it is outside the better half *and* its paired
+   rows. After a rung a candidate stops when it is outside the best third (:math:`\\lceil c / 3\\rceil`
+   of the :math:`c` scored, 3 = :data:`RUNG_GROWTH`) *and* its paired
    per-row score difference to the leader, :math:`\\bar d`, is below :math:`-2` standard
    errors (:func:`survivors`): a candidate within validation noise goes on, whatever its
    cost. A rung's fits use the inference engine of the last rung (e.g. SKI or sparse above 5000
@@ -30,10 +31,13 @@ Rule (documented in ``hdgp fit --help``):
    :data:`CV_MAX_ROWS` training rows (one rung) the fits are cheap and one split is noisy:
    the score is then pooled over a 5-fold cross-validation whose first fold is that split
    (every training row validated once, one calibration factor over all of them).
-3. The winner is refitted on all training rows, from its generic start and (hdgp's GP
-   regressors) from its validated fit (``warm_start``), keeping the better training
-   objective; its predictive variances are multiplied by its validation factor
-   (``scale_variance``). The held-out test rows are never used for the choice.
+3. The winner is refitted on all training rows. Up to :data:`CV_MAX_ROWS` training rows, from
+   its generic start and (hdgp's GP regressors) from its validated fit (``warm_start``),
+   keeping the better training objective; beyond, hdgp's GP regressors from the validated fit
+   only, with a short L-BFGS polish (:data:`hdgp.workflow.fitting.REFIT_MAX_ITER` iterations):
+   that fit is an optimum of the same objective on a subset of the rows. Its predictive
+   variances are multiplied by its validation factor (``scale_variance``). The held-out test
+   rows are never used for the choice.
 
 Classification targets (``schema.task == "classification"``) follow the same rule
 with the candidates of :func:`hdgp.workflow.classification.classifier_candidates`
@@ -108,17 +112,19 @@ def rung_sizes(n_fit: int) -> list[int]:
 
 
 def survivors(scores: dict, *, z: float = None) -> list[str]:
-    """Candidates kept after a rung: the better half by score, and any other whose validation rows do
-    not show it worse than the leader beyond noise.
+    """Candidates kept after a rung: the best :math:`\\lceil c/\\eta \\rceil` of the :math:`c` by score
+    (:math:`\\eta` = :data:`RUNG_GROWTH`: each rung triples the rows and keeps a third, the budget of
+    successive halving), and any other whose validation rows do not show it worse than the leader
+    beyond noise.
 
     ``scores`` maps a name to its per-row validation terms (the same rows for every name). A
-    candidate c is dropped when it is outside the better half and the paired mean difference
+    candidate c is dropped when it is outside that top share and the paired mean difference
     :math:`\\bar d = \\frac1m\\sum_i (s_{c,i} - s_{\\ast,i})` to the leader :math:`\\ast` is below
     :math:`-z\\,\\mathrm{sd}(d)/\\sqrt m` (default :data:`NOISE_Z` standard errors).
     """
     z = NOISE_Z if z is None else z
     ranked = sorted(scores, key=lambda k: -float(np.mean(scores[k])))
-    leader, half = ranked[0], math.ceil(len(ranked) / 2)
+    leader, half = ranked[0], math.ceil(len(ranked) / RUNG_GROWTH)
     keep = []
     for rank, name in enumerate(ranked):
         d = np.asarray(scores[name]) - np.asarray(scores[leader])
@@ -276,7 +282,8 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
             kept = survivors(scores)
             dropped = [name for name in alive if name not in kept]
             if dropped:
-                progress(f"{tag} stopped {', '.join(dropped)}: outside the better half and worse than "
+                progress(f"{tag} stopped {', '.join(dropped)}: outside the best {math.ceil(len(alive) / RUNG_GROWTH)} "
+                         f"and worse than "
                          f"{kept[0]} beyond validation noise; {len(kept)} of {total} go on")
             alive = kept
     if not alive:

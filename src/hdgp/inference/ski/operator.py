@@ -48,15 +48,17 @@ class _DenseSKIMatrix(torch.autograd.Function):
         S = 0.5 * (grad + grad.T)
         m = col.shape[-1]
         g_weight, g_col, g_coef = torch.zeros_like(weight), torch.zeros_like(col), torch.zeros_like(coef)
-        grid = torch.arange(m, device=col.device)
+        n = index.shape[1]
         for j, (_, Wt) in enumerate(ctx.maps):
             P = Wt @ S  # W_j^T S, (m, n)
             B = Wt @ P.T  # W_j^T S W_j, (m, m)
             sums = torch.bincount(ctx.lag.reshape(-1), weights=B.reshape(-1), minlength=m)
             g_coef[j] = (sums * col[j]).sum()
             g_col[j] = coef[j] * sums
-            at = col[j][(index[j][:, :, None] - grid).abs()]  # T_j at the 4 grid columns of every row, (n, 4, m)
-            g_weight[j] = 2 * coef[j] * torch.einsum("nkg,gn->nk", at, P)
+            # rows of T_j at the 4 grid points of every data row, (n, 4, m): whole rows of the (m, m)
+            # matrix copied, not an (n, 4, m) index array built and gathered entry by entry
+            at = col[j][ctx.lag].index_select(0, index[j].reshape(-1)).view(n, 4, m)
+            g_weight[j] = 2 * coef[j] * torch.bmm(at, P.T.unsqueeze(-1)).squeeze(-1)
         return g_weight, g_col, g_coef, None
 
 
