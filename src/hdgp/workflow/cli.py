@@ -150,11 +150,12 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     20 % of the training rows once their predictive variances are calibrated
     there (one factor: the mean squared standardised error). Candidates are
     fitted by successive halving on growing subsets of the other 80 % (×3 per
-    rung, from 200 rows): after a rung, one outside the better half and worse
+    rung, from 200 rows): after a rung, one outside the best third and worse
     than the leader beyond validation noise stops. Up to 600 training rows the
     score is pooled over a 5-fold cross-validation instead. The winner is refitted
-    on all training rows (also from where its validated fit ended, keeping the
-    better training objective) and keeps its factor.
+    on all training rows and keeps its factor: up to 600 rows afresh and also from
+    where its validated fit ended, keeping the better training objective; beyond,
+    from its validated fit only, with a short L-BFGS polish.
 
     Classification (--task auto picks it for a text, true/false or two-valued
     target): the held-out share is stratified by class (at least one row of every
