@@ -478,3 +478,27 @@ def test_equal_length_scale_overlap_is_the_general_gaussian_overlap():
     mu, var = torch.randn(3, 1, 1, generator=g, dtype=torch.float64), torch.tensor([0.0, 0.5, 3.0]).reshape(3, 1, 1)
     torch.testing.assert_close(_se_overlap_matrix(mu, var.double(), x1, x2, l2),
                                _gauss_overlap(mu, var.double(), x1, l2, x2.transpose(-1, -2), l2), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_lower_row_blocks_equal_per_block_calls_with_their_gradients(missing):
+    """The lower triangle's row blocks with shared per-point terms: the values and length-scale gradients
+    of one forward call per block (missing cells included)."""
+    gen = torch.Generator().manual_seed(3)
+    measure = gaussian_mixture_measure([np.random.default_rng(0).normal(size=50)] * 3, 2, random_state=0)
+    kernel = ConstrainedSEKernel(measure)
+    kernel.lengthscale = torch.tensor([0.5, 1.3, 2.0])
+    x = torch.randn(3, 23, 1, generator=gen)
+    if missing:
+        x[0, 4, 0] = x[2, 17, 0] = float("nan")
+    bounds = [(0, 5), (5, 6), (6, 17), (17, 23)]
+    weights = [torch.randn(3, r1 - r0, r1, generator=gen) for r0, r1 in bounds]
+    shared = kernel.lower_row_blocks(x, bounds)
+    g_shared = torch.autograd.grad(sum((b * w).sum() for b, w in zip(shared, weights)), kernel.raw_lengthscale)[0]
+    single = [kernel.forward(x[:, r0:r1], x[:, :r1]) for r0, r1 in bounds]
+    g_single = torch.autograd.grad(sum((b * w).sum() for b, w in zip(single, weights)), kernel.raw_lengthscale)[0]
+    for a, b in zip(shared, single):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+    assert torch.isfinite(g_shared).all()
+    torch.testing.assert_close(g_shared, g_single, rtol=1e-12, atol=1e-12)
