@@ -261,7 +261,11 @@ class AdditiveKernel(OwnBatchShape, Kernel):
             calls = len(getattr(self.base_kernel, "kernels", ()))  # FeatureStackKernel: one kernel per group
             if not self._needs_graph(x1, x2) and use_compiled(x1):
                 return self._symmetric_values(x1, calls)
-            blocks = self._lower_base_blocks(x1, _row_blocks(0, n, _base_block(n, max(calls, 1))))
+            bounds = _row_blocks(0, n, _base_block(n, max(calls, 1)))
+            fused = getattr(self.base_kernel, "lower_additive_sum", None)
+            if fused is not None and use_compiled(x1) and not x1.requires_grad:  # no base block kept
+                return fused(x1.transpose(-1, -2).unsqueeze(-1).contiguous(), bounds, self.order_variances.to(x1))
+            blocks = self._lower_base_blocks(x1, bounds)
             return symmetric_additive_sum(blocks, self.order_variances.to(blocks[0]))
         if not diag and x1.dim() == 2 and x2.dim() == 2 and x1.device.type == "cpu" and not self._needs_graph(x1, x2):
             step = self._no_grad_rows(x1, x2.shape[0])
