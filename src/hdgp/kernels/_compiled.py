@@ -36,7 +36,8 @@ import numpy as np
 import torch
 from numba import njit
 
-__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_outer_backward", "term_sums", "use_compiled"]
+__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_rows", "se_outer_backward", "term_sums",
+           "use_compiled"]
 
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
 ENABLED = True
@@ -55,6 +56,15 @@ def _jit(function):
     try:
         return njit(cache=True, **options)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
+        return njit(**options)(function)
+
+
+def _jit_exact(function):
+    """:func:`_jit` without fast-math licences: every operation rounds as written (as the tensor code does)."""
+    options = dict(error_model="numpy", nogil=True)
+    try:
+        return njit(cache=True, **options)(function)
+    except RuntimeError:  # no cache locator (see _jit)
         return njit(**options)(function)
 
 
@@ -196,6 +206,23 @@ def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block
                     ar, an = adj[r], adj[r + 1]
                     for t in range(w):
                         ar[t] += k[t] * an[t]
+
+
+@_jit_exact
+def se_exponent_rows(x, r0, scale, out):
+    r"""``out[d, i, j]`` :math:`= (x_{d, r_0 + i} - x_{d, j})^2 s_d` for a row block ``out`` ``(D, rows, cols)``
+    of the SE kernels' exponents, ``x`` ``(D, n)``, ``scale`` ``(D,)`` (:math:`s_d = -1/2\ell_d^2`): one pass
+    and the same roundings as the tensor expression ``(a - b)² · s``."""
+    n_dims, rows, cols = out.shape
+    for d in range(n_dims):
+        s = scale[d]
+        xd = x[d]
+        for i in range(rows):
+            a = xd[r0 + i]
+            o = out[d, i]
+            for j in range(cols):
+                t = a - xd[j]
+                o[j] = (t * t) * s
 
 
 @_jit

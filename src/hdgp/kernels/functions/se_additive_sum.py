@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from .._autograd import refuse_double_backward
-from .._compiled import as_array, rows_backward, rows_forward
+from .._compiled import as_array, rows_backward, rows_forward, se_exponent_rows
 from .._elementwise import exp_
 from ..ard_kernel import _centred
 from ..se_kernel import _compiled_reductions
@@ -28,13 +28,13 @@ from .triangle import _fold_upper_onto_lower, _mirror_lower
 __all__ = ["se_lower_additive_sum"]
 
 
-def _block(x, r0, r1, l2, u, v, miss, buf):
-    """Row block ``(D, r1 - r0, r1)`` of the constrained SE matrices in ``buf``'s first entries, with
-    the rows and columns of missing cells zeroed."""
+def _block(x, r0, r1, l2, u, v, miss, buf, scale):
+    r"""Row block ``(D, r1 - r0, r1)`` of the constrained SE matrices in ``buf``'s first entries, with
+    the rows and columns of missing cells zeroed; ``scale`` is :math:`-1/2\ell^2` as an array ``(D,)``."""
     n_dims = x.shape[0]
     K = buf[: n_dims * (r1 - r0) * r1].view(n_dims, r1 - r0, r1)
-    torch.sub(x[:, r0:r1], x[:, :r1].transpose(-1, -2), out=K)
-    exp_(K.square_().mul_(-0.5 / l2))
+    se_exponent_rows(x.numpy().reshape(n_dims, -1), r0, scale, K.numpy())
+    exp_(K)
     K.addcmul_(u[:, r0:r1].unsqueeze(-1), v[:, :r1].unsqueeze(-2), value=-1.0)
     if miss is not None:
         _zero_rows_cols(K, miss, r0, r1)
@@ -56,9 +56,9 @@ class _SELowerAdditiveSum(torch.autograd.Function):
         out = x.new_empty(n, n)
         size = max(x.shape[0] * (r1 - r0) * r1 for r0, r1 in bounds)
         buf = x.new_empty(size)
-        variances = as_array(order_variances, x.dtype)
+        variances, scale = as_array(order_variances, x.dtype), as_array((-0.5 / l2).reshape(-1))
         for r0, r1 in bounds:
-            rows_forward(as_array(_block(x, r0, r1, l2, u, v, miss, buf)), r0, True, variances, out.numpy())
+            rows_forward(as_array(_block(x, r0, r1, l2, u, v, miss, buf, scale)), r0, True, variances, out.numpy())
         ctx.save_for_backward(order_variances, l2, u, v, x, miss)
         ctx.bounds = bounds
         return _mirror_lower(out)
@@ -69,7 +69,7 @@ class _SELowerAdditiveSum(torch.autograd.Function):
         order_variances, l2, u, v, x, miss = ctx.saved_tensors
         need_var, need_l2, need_u, need_v = ctx.needs_input_grad[:4]
         mirrored = as_array(_fold_upper_onto_lower(grad_out))  # an entry left of the diagonal stands for its mirror too
-        variances = as_array(order_variances, x.dtype)
+        variances, scale = as_array(order_variances, x.dtype), as_array((-0.5 / l2).reshape(-1))
         grad_var = np.zeros(variances.shape, dtype=np.float64)
         n_dims = x.shape[0]
         size = max(n_dims * (r1 - r0) * r1 for r0, r1 in ctx.bounds)
@@ -78,7 +78,7 @@ class _SELowerAdditiveSum(torch.autograd.Function):
         g_u, g_v = torch.zeros_like(u), torch.zeros_like(v)
         need_base = need_l2 or need_u or need_v
         for r0, r1 in ctx.bounds:
-            K = _block(x, r0, r1, l2, u, v, miss, buf)
+            K = _block(x, r0, r1, l2, u, v, miss, buf, scale)
             gK = gbuf[: K.numel()].view(K.shape)
             rows_backward(as_array(K), r0, True, variances, mirrored, need_base, gK.numpy(), grad_var)
             if not need_base:
@@ -121,5 +121,5 @@ def se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances):
     """
     if x.requires_grad:
         raise ValueError("se_lower_additive_sum takes inputs without a gradient.")
-    return _SELowerAdditiveSum.apply(order_variances, l2, u, v, x.contiguous(), miss,
+    return _SELowerAdditiveSum.apply(order_variances, l2, u, v, x.detach().contiguous(), miss,
                                      tuple((int(r0), int(r1)) for r0, r1 in bounds))
