@@ -573,3 +573,29 @@ def test_oak_kernel_of_x_without_kept_blocks_equals_the_block_graph(monkeypatch,
     again_grads = torch.autograd.grad((again * weight).sum(), params)
     for a, b in zip((again.detach(), *again_grads), results[0]):  # deterministic
         torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_oak_kernel_of_x_gradient_matches_finite_differences():
+    """The gradient of a scalar of k(X, X) (the row-block sum that keeps no base matrix, with a missing
+    cell) in the raw length-scales and order variances against central differences."""
+    from hdgp.kernels.orthogonal_kernel import OrthogonalAdditiveKernel
+
+    gen = torch.Generator().manual_seed(11)
+    kernel = OrthogonalAdditiveKernel(ConstrainedSEKernel(gaussian_measure([0.0, 0.5, -0.2], [1.0, 0.7, 1.4])),
+                                      num_dims=3, max_order=2)
+    x = torch.randn(140, 3, generator=gen)
+    x[7, 2] = float("nan")
+    weight = torch.randn(140, 140, generator=gen)
+    params = [kernel.base_kernel.raw_lengthscale, kernel.raw_order_variances]
+    grads = torch.autograd.grad((kernel.forward(x, x) * weight).sum(), params)
+    step = 1e-6
+    for p, g in zip(params, grads):
+        for i in range(p.numel()):
+            with torch.no_grad():
+                p.view(-1)[i] += step
+                up = (kernel.forward(x, x) * weight).sum()
+                p.view(-1)[i] -= 2 * step
+                down = (kernel.forward(x, x) * weight).sum()
+                p.view(-1)[i] += step
+            fd = (up - down) / (2 * step)
+            assert abs(fd - g.view(-1)[i]) <= 1e-6 * max(1.0, abs(fd)), (i, float(fd), float(g.view(-1)[i]))
