@@ -42,7 +42,8 @@ __all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
 ENABLED = True
 
-#: Entries per run: D·R·_RUN prefix values stay in L1/L2 (R = D = 13: 86 kB in float64).
+#: Entries per run of the forward sum: its R + 1 running polynomials stay in L1 (the backward sizes its
+#: runs by its prefix table, :func:`_backward_run`).
 _RUN = 64
 
 
