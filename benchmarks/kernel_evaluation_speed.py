@@ -6,7 +6,8 @@ trained) and times ``loss.backward()`` of the training objective at the initial 
 ``--repeats``. Each (model, table, threads) is timed in a fresh process per source tree, the trees
 alternating, so "before" (``--before``: another checkout's ``src``, e.g. ``git worktree add`` or
 ``git archive main src``) and "after" (this checkout) share the machine's state; the loss and gradient of
-both are compared (max relative difference). OAK runs with ``flow=False`` here so both trees see the same
+both are compared (max relative difference). Each evaluation is timed in seconds and in the thread's CPU
+time (``time.thread_time``), which other processes on a shared machine disturb less. OAK runs with ``flow=False`` here so both trees see the same
 inputs (the flow's own fit is timed by ``benchmarks/flow_fit_speed.py``).
 
 Floor: one Cholesky (n³/3 flops at the ``torch.linalg.cholesky`` rate measured in the same process) plus
@@ -17,6 +18,8 @@ Usage::
 
     python benchmarks/kernel_evaluation_speed.py --before ../main-src/src --sizes 1000x8,1000x20 \\
         --threads 1,2 --out benchmarks/results/kernel_evaluation
+    python benchmarks/kernel_evaluation_speed.py --before ../main-src/src --order-sum 1000x8x8,1000x20x10 \\
+        --repeats 5 --out benchmarks/results/kernel_evaluation/oak_sum_fused
 """
 
 from __future__ import annotations
@@ -97,11 +100,12 @@ def _child(args) -> None:
         _elementwise._NUMPY_DTYPES = ours
         print(json.dumps({k: min(v) for k, v in best.items()} | {"torch_threads": torch.get_num_threads()}))
         return
-    times = []
+    times, cpu = [], []
     for _ in range(args.repeats + 1):  # the first call compiles and warms caches
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.thread_time()
         loss = evaluate()
         times.append(time.perf_counter() - t)
+        cpu.append(time.thread_time() - c)
     grad = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).reshape(-1) for p in params_])
     # rates for the floor, in the same process
     A = torch.randn(n, n, dtype=torch.float64)
@@ -122,9 +126,66 @@ def _child(args) -> None:
     else:
         J = 20
         kern = tri * (3 * (d + J) * fma + J * ex)
-    print(json.dumps({"eval_s": min(times[1:]), "first_s": times[0], "loss": float(loss), "grad": grad.tolist(),
+    print(json.dumps({"eval_s": min(times[1:]), "eval_cpu_s": min(cpu[1:]), "first_s": times[0], "loss": float(loss), "grad": grad.tolist(),
                       "cholesky_s": chol, "kernel_floor_s": kern, "floor_s": chol + kern,
                       "torch_threads": torch.get_num_threads()}))
+
+
+def _order_sum(before: str, after: str, sizes: str, repeats: int) -> list[str]:
+    """The compiled order sum alone (``_compiled.rows_forward`` / ``rows_backward`` with the base gradient) of
+    both trees in one process, alternating, on one row block of 1/16 of the rows of an n-row lower triangle
+    (uniform base values in [-0.3, 1], R + 1 random order variances); thread CPU time, best of ``repeats``
+    rounds of 3 calls each. Both trees' outputs are compared (largest relative difference)."""
+    import importlib.util
+    import tempfile
+
+    import numpy as np
+
+    # a fresh Numba cache: cached loops of a module loaded from a file path cannot be read back
+    os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="hdgp-order-sum-")
+
+    def load(src, name):
+        spec = importlib.util.spec_from_file_location(name, str(Path(src) / "hdgp" / "kernels" / "_compiled.py"))
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    trees = {"before": load(before, "_compiled_before"), "after": load(after, "_compiled_after")}
+    lines = ["| n, D, R | forward ms before / after | backward ms before / after | backward ÷ forward before / after "
+             "| backward speed-up | max rel. diff | load 1-min |", "|---|---|---|---|---|---|---|"]
+    for size in sizes.split(","):
+        n, d, r = map(int, size.split("x"))
+        rng = np.random.default_rng(0)
+        rows = n // 16
+        row0 = n - rows
+        block = rng.uniform(-0.3, 1.0, size=(d, rows, n))
+        variances = rng.uniform(0.1, 1.0, size=r + 1)
+        grad = rng.normal(size=(n, n))
+        state = {k: (np.zeros((n, n)), np.empty_like(block), np.zeros(r + 1)) for k in trees}
+        best = {k: [np.inf, np.inf] for k in trees}
+        load0 = os.getloadavg()[0]
+        for _ in range(repeats):
+            for key, mod in trees.items():
+                out, gb, gv = state[key]
+                for which, call in enumerate((lambda: mod.rows_forward(block, row0, True, variances, out),
+                                              lambda: mod.rows_backward(block, row0, True, variances, grad, True, gb, gv))):
+                    for _ in range(3):
+                        c = time.thread_time()
+                        call()
+                        best[key][which] = min(best[key][which], time.thread_time() - c)
+        outs = {}
+        for key, mod in trees.items():
+            out, gb, gv = np.zeros((n, n)), np.empty_like(block), np.zeros(r + 1)
+            mod.rows_forward(block, row0, True, variances, out)
+            mod.rows_backward(block, row0, True, variances, grad, True, gb, gv)
+            outs[key] = (out, gb, gv)
+        diff = max(_rel(a.ravel(), b.ravel()) for a, b in zip(outs["before"], outs["after"]))
+        (fb, bb), (fa, ba) = best["before"], best["after"]
+        line = (f"| {n}, {d}, {r} | {fb * 1e3:.2f} / {fa * 1e3:.2f} | {bb * 1e3:.2f} / {ba * 1e3:.2f} | "
+                f"{bb / fb:.1f} / {ba / fa:.1f} | {bb / ba:.2f}× | {diff:.1e} | {load0:.1f}→{os.getloadavg()[0]:.1f} |")
+        print(line, flush=True)
+        lines.append(line)
+    return lines
 
 
 def _time(f) -> float:
@@ -165,6 +226,9 @@ def main() -> None:
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--out", default=None, help="folder for results.jsonl and table.md")
+    parser.add_argument("--order-sum", default=None, metavar="NxDxR,...",
+                        help="time the compiled order sum's forward and backward of --before and --after in this "
+                             "process instead (e.g. 1000x8x8,1000x20x10)")
     parser.add_argument("--ab-exp", action="store_true",
                         help="in one process per row, alternate NumPy's exp everywhere (main) and this tree's exp "
                              "dispatch, --repeats times each; prints the best of each")
@@ -172,6 +236,15 @@ def main() -> None:
     if args.child:
         args.threads = int(args.threads)
         _child(args)
+        return
+    if args.order_sum:
+        started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        lines = _order_sum(args.before, args.after, args.order_sum, args.repeats)
+        if args.out:
+            Path(args.out).mkdir(parents=True, exist_ok=True)
+            head = (f"Started {started}; `python benchmarks/kernel_evaluation_speed.py --order-sum {args.order_sum} "
+                    f"--repeats {args.repeats} --before <main's src> --out {args.out}` (thread CPU time, one process)\n")
+            (Path(args.out) / "order_sum.md").write_text(head + "\n" + "\n".join(lines) + "\n")
         return
     if args.ab_exp:
         lines = [f"`python benchmarks/kernel_evaluation_speed.py --ab-exp --sizes {args.sizes} --models {args.models} "
@@ -229,8 +302,9 @@ def main() -> None:
                     with open(out / "results.jsonl", "a") as f:
                         f.write(json.dumps(res) + "\n")
     if out:
-        header = ("| model | n×D | threads | before s/eval | after s/eval | speed-up | after ÷ floor | floor s "
-                  "(Cholesky + kernel) | max rel. diff loss / grad | load 1-min |\n|---|---|---|---|---|---|---|---|---|---|\n")
+        header = ("| model | n×D | threads | before s/eval | after s/eval | speed-up | CPU s/eval before → after | "
+                  "CPU speed-up | after ÷ floor | floor s (Cholesky + kernel) | max rel. diff loss / grad | load 1-min |\n"
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|\n")
         cmd = "python benchmarks/kernel_evaluation_speed.py " + " ".join(
             f"--{k} {v}" for k, v in (("sizes", args.sizes), ("models", args.models), ("threads", args.threads),
                                      ("repeats", args.repeats)))
@@ -246,7 +320,11 @@ def _line(r) -> str:
     bs = f"{b['eval_s']:.3f}" if b else ""
     speed = f"{b['eval_s'] / a['eval_s']:.2f}×" if b else ""
     diff = f"{r['loss_rel_diff']:.1e} / {r['grad_rel_diff']:.1e}" if b else ""
-    return (f"| {r['model']} | {r['n']}×{r['d']} | {r['threads']} | {bs} | {a['eval_s']:.3f} | {speed} | "
+    cpu = cpu_speed = ""
+    if "eval_cpu_s" in a:  # thread CPU time: less disturbed by other processes on a shared machine than seconds
+        cpu = f"{b['eval_cpu_s']:.3f} → {a['eval_cpu_s']:.3f}" if b.get("eval_cpu_s") else f"{a['eval_cpu_s']:.3f}"
+        cpu_speed = f"{b['eval_cpu_s'] / a['eval_cpu_s']:.2f}×" if b.get("eval_cpu_s") else ""
+    return (f"| {r['model']} | {r['n']}×{r['d']} | {r['threads']} | {bs} | {a['eval_s']:.3f} | {speed} | {cpu} | {cpu_speed} | "
             f"{a['eval_s'] / a['floor_s']:.1f}× | {a['floor_s']:.3f} ({a['cholesky_s']:.3f} + {a['kernel_floor_s']:.3f}) "
             f"| {diff} | {r['load'][0]:.1f}→{r['load'][1]:.1f} |")
 

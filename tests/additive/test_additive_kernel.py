@@ -434,3 +434,43 @@ def test_triangle_copies_in_panels_equal_the_whole_matrix_forms(rows, monkeypatc
     assert torch.equal(folded.diagonal(), a.diagonal())
     expanded = torch.ones(()).expand(n, n)  # a grad_out of .sum(): stride 0, read-only
     assert torch.equal(module._fold_upper_onto_lower(expanded), torch.full((n, n), 2.0).tril(-1) + torch.eye(n))
+
+
+@pytest.mark.parametrize("n_dims", [1, 2, 7])
+def test_gradients_over_rows_of_many_runs_match_autograd_of_brute_force(n_dims):
+    """Rows long enough for several runs of the compiled backward (and a partial last one), every
+    order up to D: values, base and variance gradients equal autograd through the subset sums."""
+    gen = torch.Generator().manual_seed(10 + n_dims)
+    base = 1.5 * torch.randn(n_dims, 2, 1037, generator=gen)
+    weight = torch.randn(2, 1037, generator=gen)
+    for max_order in range(1, n_dims + 1):
+        variances = torch.rand(max_order + 1, generator=gen) + 0.1
+        b1, v1 = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
+        b2, v2 = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
+        fast, ref = additive_sum(b1, v1), brute_force_sum(b2, v2)
+        torch.testing.assert_close(fast, ref, rtol=1e-12, atol=1e-12)
+        (fast * weight).sum().backward()
+        (ref * weight).sum().backward()
+        torch.testing.assert_close(b1.grad, b2.grad, rtol=1e-10, atol=1e-11)
+        torch.testing.assert_close(v1.grad, v2.grad, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("max_order", [1, 3, 12])
+def test_compiled_lower_triangle_backward_matches_the_tensor_sweep_on_wide_rows(monkeypatch, max_order):
+    """The compiled reverse sweep (its own prefix table and order limits) against the tensor code's
+    sweep, on the lower triangle of a 700-row symmetric base with D = 12: runs of several lengths."""
+    gen = torch.Generator().manual_seed(max_order)
+    x = torch.randn(12, 700, generator=gen)
+    base = torch.exp(-0.5 * (x[:, :, None] - x[:, None, :]) ** 2) - 0.4
+    variances = torch.rand(max_order + 1, generator=gen) + 0.1
+    weight = torch.randn(700, 700, generator=gen)
+    results = []
+    for compiled in (True, False):
+        monkeypatch.setattr(compiled_module, "ENABLED", compiled)
+        b, v = base.clone().requires_grad_(True), variances.clone().requires_grad_(True)
+        out = symmetric_additive_sum(b, v)
+        (out * weight).sum().backward()
+        # a base entry and its mirror are one value: only their summed gradient is defined
+        results.append((out.detach(), b.grad + b.grad.transpose(1, 2), v.grad))
+    for a, b in zip(*results):
+        torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-11)

@@ -478,3 +478,124 @@ def test_equal_length_scale_overlap_is_the_general_gaussian_overlap():
     mu, var = torch.randn(3, 1, 1, generator=g, dtype=torch.float64), torch.tensor([0.0, 0.5, 3.0]).reshape(3, 1, 1)
     torch.testing.assert_close(_se_overlap_matrix(mu, var.double(), x1, x2, l2),
                                _gauss_overlap(mu, var.double(), x1, l2, x2.transpose(-1, -2), l2), rtol=1e-13, atol=0)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_lower_row_blocks_equal_per_block_calls_with_their_gradients(missing):
+    """The lower triangle's row blocks with shared per-point terms: the values and length-scale gradients
+    of one forward call per block (missing cells included)."""
+    gen = torch.Generator().manual_seed(3)
+    measure = gaussian_mixture_measure([np.random.default_rng(0).normal(size=50)] * 3, 2, random_state=0)
+    kernel = ConstrainedSEKernel(measure)
+    kernel.lengthscale = torch.tensor([0.5, 1.3, 2.0])
+    x = torch.randn(3, 23, 1, generator=gen)
+    if missing:
+        x[0, 4, 0] = x[2, 17, 0] = float("nan")
+    bounds = [(0, 5), (5, 6), (6, 17), (17, 23)]
+    weights = [torch.randn(3, r1 - r0, r1, generator=gen) for r0, r1 in bounds]
+    shared = kernel.lower_row_blocks(x, bounds)
+    g_shared = torch.autograd.grad(sum((b * w).sum() for b, w in zip(shared, weights)), kernel.raw_lengthscale)[0]
+    single = [kernel.forward(x[:, r0:r1], x[:, :r1]) for r0, r1 in bounds]
+    g_single = torch.autograd.grad(sum((b * w).sum() for b, w in zip(single, weights)), kernel.raw_lengthscale)[0]
+    for a, b in zip(shared, single):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-13)
+    assert torch.isfinite(g_shared).all()
+    torch.testing.assert_close(g_shared, g_single, rtol=1e-12, atol=1e-12)
+
+
+def _brute_force_oak(x, lengthscale, mu, sd, variances):
+    """Σ_r σ_r² Σ_{|u|=r} Π_{i∈u} k̃_i on (n, D) inputs, from the closed form of the constrained SE kernel
+    under N(μ, δ²) written out with plain tensor operations (DESIGN.md, OAK eq. 10)."""
+    import itertools
+
+    l2, d2 = lengthscale**2, sd**2
+    diff = x[:, None, :] - x[None, :, :]
+    outer = torch.exp(-((x[:, None, :] - mu) ** 2 + (x[None, :, :] - mu) ** 2) / (2 * (l2 + d2)))
+    k = torch.exp(-diff**2 / (2 * l2)) - lengthscale * torch.sqrt(l2 + 2 * d2) / (l2 + d2) * outer  # (n, n, D)
+    out = variances[0] * torch.ones_like(k[..., 0])
+    for r in range(1, variances.numel()):
+        for u in itertools.combinations(range(x.shape[1]), r):
+            out = out + variances[r] * torch.prod(k[..., list(u)], dim=-1)
+    return out
+
+
+@pytest.mark.parametrize("max_order", [1, 2, 4])
+def test_oak_kernel_of_x_matches_autograd_of_the_closed_form(max_order):
+    """k(X, X) of the OAK kernel (the row-block sum that keeps no base matrix, n above the lower-triangle
+    threshold): values and gradients of the length-scales and order variances equal autograd through
+    the closed form and the explicit subset sums."""
+    from hdgp.kernels.orthogonal_kernel import OrthogonalAdditiveKernel
+
+    gen = torch.Generator().manual_seed(max_order)
+    mu, sd = torch.tensor([0.3, -0.5, 0.0, 1.0]), torch.tensor([0.8, 1.5, 1.0, 0.6])
+    kernel = OrthogonalAdditiveKernel(ConstrainedSEKernel(gaussian_measure(mu, sd)), num_dims=4, max_order=max_order)
+    kernel.base_kernel.lengthscale = torch.tensor([0.7, 1.3, 0.4, 2.5])
+    kernel.order_variances = torch.rand(max_order + 1, generator=gen) + 0.2
+    x = torch.randn(150, 4, generator=gen)
+    weight = torch.randn(150, 150, generator=gen)
+    fast = kernel.forward(x, x)
+    params = (kernel.base_kernel.raw_lengthscale, kernel.raw_order_variances)
+    g_fast = torch.autograd.grad((fast * weight).sum(), params)
+    ref = _brute_force_oak(x, kernel.base_kernel.lengthscale.reshape(-1), mu, sd, kernel.order_variances)
+    g_ref = torch.autograd.grad((ref * weight).sum(), params)
+    torch.testing.assert_close(fast, ref, rtol=1e-11, atol=1e-11)
+    for a, b in zip(g_fast, g_ref):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("missing", [False, True])
+def test_oak_kernel_of_x_without_kept_blocks_equals_the_block_graph(monkeypatch, missing):
+    """The row-block sum that keeps no base matrix against the base blocks summed by
+    symmetric_additive_sum (the path for inputs with a gradient): values, gradients, missing cells."""
+    from hdgp.kernels.orthogonal_kernel import OrthogonalAdditiveKernel
+
+    gen = torch.Generator().manual_seed(5)
+    measure = gaussian_mixture_measure([np.random.default_rng(1).normal(size=80)] * 3, 2, random_state=0)
+    kernel = OrthogonalAdditiveKernel(ConstrainedSEKernel(measure), num_dims=3, max_order=3)
+    kernel.base_kernel.lengthscale = torch.tensor([0.5, 1.1, 3.0])
+    x = torch.randn(300, 3, generator=gen)
+    if missing:
+        x[torch.rand(300, 3, generator=gen) < 0.1] = float("nan")
+    weight = torch.randn(300, 300, generator=gen)
+    params = (kernel.base_kernel.raw_lengthscale, kernel.raw_order_variances)
+    results = []
+    for fused in (True, False):
+        if not fused:
+            monkeypatch.setattr(ConstrainedSEKernel, "lower_additive_sum", None)
+        out = kernel.forward(x, x)
+        results.append((out.detach(), *torch.autograd.grad((out * weight).sum(), params)))
+    for a, b in zip(*results):
+        assert torch.isfinite(a).all()
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+    monkeypatch.undo()
+    again = kernel.forward(x, x)
+    again_grads = torch.autograd.grad((again * weight).sum(), params)
+    for a, b in zip((again.detach(), *again_grads), results[0]):  # deterministic
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_oak_kernel_of_x_gradient_matches_finite_differences():
+    """The gradient of a scalar of k(X, X) (the row-block sum that keeps no base matrix, with a missing
+    cell) in the raw length-scales and order variances against central differences."""
+    from hdgp.kernels.orthogonal_kernel import OrthogonalAdditiveKernel
+
+    gen = torch.Generator().manual_seed(11)
+    kernel = OrthogonalAdditiveKernel(ConstrainedSEKernel(gaussian_measure([0.0, 0.5, -0.2], [1.0, 0.7, 1.4])),
+                                      num_dims=3, max_order=2)
+    x = torch.randn(140, 3, generator=gen)
+    x[7, 2] = float("nan")
+    weight = torch.randn(140, 140, generator=gen)
+    params = [kernel.base_kernel.raw_lengthscale, kernel.raw_order_variances]
+    grads = torch.autograd.grad((kernel.forward(x, x) * weight).sum(), params)
+    step = 1e-6
+    for p, g in zip(params, grads):
+        for i in range(p.numel()):
+            with torch.no_grad():
+                p.view(-1)[i] += step
+                up = (kernel.forward(x, x) * weight).sum()
+                p.view(-1)[i] -= 2 * step
+                down = (kernel.forward(x, x) * weight).sum()
+                p.view(-1)[i] += step
+            fd = (up - down) / (2 * step)
+            assert abs(fd - g.view(-1)[i]) <= 1e-6 * max(1.0, abs(fd)), (i, float(fd), float(g.view(-1)[i]))

@@ -36,12 +36,14 @@ import numpy as np
 import torch
 from numba import njit
 
-__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_outer_backward", "term_sums", "use_compiled"]
+__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_rows", "se_outer_backward", "term_sums",
+           "use_compiled"]
 
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
 ENABLED = True
 
-#: Entries per run: D·R·_RUN prefix values stay in L1/L2 (R = D = 13: 86 kB in float64).
+#: Entries per run of the forward sum: its R + 1 running polynomials stay in L1 (the backward sizes its
+#: runs by its prefix table, :func:`_backward_run`).
 _RUN = 64
 
 
@@ -55,6 +57,15 @@ def _jit(function):
     try:
         return njit(cache=True, **options)(function)
     except RuntimeError:  # "cannot cache function ...: no locator available"
+        return njit(**options)(function)
+
+
+def _jit_exact(function):
+    """:func:`_jit` without fast-math licences: every operation rounds as written (as the tensor code does)."""
+    options = dict(error_model="numpy", nogil=True)
+    try:
+        return njit(cache=True, **options)(function)
+    except RuntimeError:  # no cache locator (see _jit)
         return njit(**options)(function)
 
 
@@ -107,65 +118,112 @@ def rows_forward(block, row0, lower, variances, out):
                     o[t] += s * er[t]
 
 
+#: Bytes of the backward's prefix table per run (see :func:`_backward_run`).
+_TABLE_BYTES = 2**18
+
+
+@_jit
+def _backward_run(n_dims, max_order):
+    """Entries per run of :func:`rows_backward`: as many as keep its table of (D + 1)(R + 1) rows within
+    :data:`_TABLE_BYTES`, a multiple of 8 between 32 and 512. Longer runs write longer pieces of each of
+    the D rows of the base gradient at a time."""
+    run = _TABLE_BYTES // (8 * (n_dims + 1) * (max_order + 1))
+    return max(32, min(512, run - run % 8))
+
+
 @_jit
 def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block, grad_var):
     r"""Reverse sweep of :func:`rows_forward`: adds :math:`\partial L/\partial\sigma^2` to ``grad_var``
     and, when ``need_base``, writes :math:`\partial L/\partial k` into ``grad_block`` (zero in the
-    columns a ``lower`` row does not cover). ``grad_out`` is indexed like ``out``."""
+    columns a ``lower`` row does not cover). ``grad_out`` is indexed like ``out``.
+
+    Per run of entries the forward recurrence is replayed into a table
+    :math:`P_{i,r} = e_r(k_1..k_i)` (each step writes a new row of it, so the prefixes cost no copies),
+    then the adjoints :math:`a_r = \partial L/\partial e_r` run backwards from :math:`a_r = \sigma_r^2 G`:
+    :math:`\partial L/\partial k_i = \sum_{r \ge 1} a_r P_{i-1,r-1}` and :math:`a_r \leftarrow a_r + k_i a_{r+1}`.
+    Only the orders that can be non-zero are visited (:math:`e_r` of :math:`i` values vanishes for
+    :math:`r > i`, and :math:`a_r` is not read again once :math:`r` exceeds the steps left), about
+    half the passes of the full :math:`D \times R` sweep where :math:`R` is close to :math:`D`."""
     n_dims, rows, cols = block.shape
     max_order = variances.shape[0] - 1
-    e = np.empty((max_order + 1, _RUN), dtype=block.dtype)
-    adj = np.empty((max_order + 1, _RUN), dtype=block.dtype)
-    prefix = np.empty((n_dims, max_order, _RUN), dtype=block.dtype)
+    run = _backward_run(n_dims, max_order)
+    e = np.empty((max_order + 1, run), dtype=block.dtype)
+    adj = np.empty((max_order + 1, run), dtype=block.dtype)
+    table = np.empty((n_dims + 1, max_order + 1, run), dtype=block.dtype)  # table[i, r] = e_r(k_1..k_i)
+    table[:, 0, :] = 1.0  # e_0, never written below
+    top_order = min(n_dims, max_order)
     for ia in range(rows):
         a = row0 + ia
         width = _run_width(a, lower, cols)
         if need_base:
             grad_block[:, ia, width:] = 0.0
-        for start in range(0, width, _RUN):
-            w = min(_RUN, width - start)
+        for start in range(0, width, run):
+            w = min(run, width - start)
             g = grad_out[a, start : start + w]
-            e[0, :] = 1.0
-            e[1:, :] = 0.0
-            for i in range(n_dims):
-                k = block[i, ia, start : start + w]
-                if not need_base:  # only the polynomials: the forward recurrence, descending (e_{r-1} still old)
+            if not need_base:  # only the polynomials: the forward recurrence in place, descending (e_{r-1} still old)
+                e[0, :] = 1.0
+                e[1:, :] = 0.0
+                for i in range(n_dims):
+                    k = block[i, ia, start : start + w]
                     for r in range(min(i + 1, max_order), 0, -1):
                         er, em = e[r], e[r - 1]
                         for t in range(w):
                             er[t] += k[t] * em[t]
-                    continue
-                p = prefix[i]  # prefix[i, r] = e_r(k_1..k_{i-1}), r < R: the factors of the base gradient
-                for r in range(max_order):
-                    pr, er = p[r], e[r]
-                    for t in range(w):
-                        pr[t] = er[t]
-                for r in range(min(i + 1, max_order), 0, -1):
-                    er, pm = e[r], p[r - 1]
-                    for t in range(w):
-                        er[t] += k[t] * pm[t]
-            for r in range(max_order + 1):
-                er, ar, s = e[r], adj[r], variances[r]
+                last = e
+            else:
+                for i in range(n_dims):  # table[i + 1] from table[i]; e_i(k_1..k_i) starts from e_i(k_1..k_{i-1}) = 0
+                    k, src, dst = block[i, ia, start : start + w], table[i], table[i + 1]
+                    for r in range(1, min(i + 1, max_order) + 1):
+                        d, s, lo = dst[r], src[r], src[r - 1]
+                        if r <= i:
+                            for t in range(w):
+                                d[t] = s[t] + k[t] * lo[t]
+                        else:
+                            for t in range(w):
+                                d[t] = k[t] * lo[t]
+                last = table[n_dims]
+            for r in range(top_order + 1):
+                er = last[r]
                 acc = 0.0
                 for t in range(w):
                     acc += er[t] * g[t]
-                    ar[t] = s * g[t]
                 grad_var[r] += acc
             if not need_base:
                 continue
+            for r in range(1, max_order + 1):
+                ar, s = adj[r], variances[r]
+                for t in range(w):
+                    ar[t] = s * g[t]
             for i in range(n_dims - 1, -1, -1):
-                k, gk, p = block[i, ia, start : start + w], grad_block[i, ia, start : start + w], prefix[i]
-                a1, p0 = adj[1], p[0]
-                for t in range(w):  # ∂L/∂k_i = Σ_r a_{r+1} e_r(k_1..k_{i-1})
-                    gk[t] = a1[t] * p0[t]
-                for r in range(1, max_order):
-                    ar, pr = adj[r + 1], p[r]
+                k, gk, p = block[i, ia, start : start + w], grad_block[i, ia, start : start + w], table[i]
+                a1 = adj[1]
+                for t in range(w):  # ∂L/∂k_i = Σ_r a_r e_{r-1}(k_1..k_{i-1}), e_0 = 1
+                    gk[t] = a1[t]
+                for r in range(2, min(i + 1, max_order) + 1):
+                    ar, pr = adj[r], p[r - 1]
                     for t in range(w):
                         gk[t] += ar[t] * pr[t]
-                for r in range(max_order):  # adjoint of e_r ← e_r + k e_{r-1}, ascending r
+                for r in range(1, min(i, max_order - 1) + 1):  # adjoint of e_{r+1} ← e_{r+1} + k e_r, ascending r
                     ar, an = adj[r], adj[r + 1]
                     for t in range(w):
                         ar[t] += k[t] * an[t]
+
+
+@_jit_exact
+def se_exponent_rows(x, r0, scale, out):
+    r"""``out[d, i, j]`` :math:`= (x_{d, r_0 + i} - x_{d, j})^2 s_d` for a row block ``out`` ``(D, rows, cols)``
+    of the SE kernels' exponents, ``x`` ``(D, n)``, ``scale`` ``(D,)`` (:math:`s_d = -1/2\ell_d^2`): one pass
+    and the same roundings as the tensor expression ``(a - b)² · s``."""
+    n_dims, rows, cols = out.shape
+    for d in range(n_dims):
+        s = scale[d]
+        xd = x[d]
+        for i in range(rows):
+            a = xd[r0 + i]
+            o = out[d, i]
+            for j in range(cols):
+                t = a - xd[j]
+                o[j] = (t * t) * s
 
 
 @_jit

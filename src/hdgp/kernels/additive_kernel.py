@@ -234,6 +234,16 @@ class AdditiveKernel(OwnBatchShape, Kernel):
         b = x2.transpose(-1, -2).unsqueeze(-1).contiguous()
         return to_dense(self.base_kernel.forward(a, b, diag=diag))
 
+    def _lower_base_blocks(self, X: torch.Tensor, bounds) -> list[torch.Tensor]:
+        """``[base_matrices(X[r0:r1], X[:r1]) for r0, r1 in bounds]``, by the base kernel's own
+        ``lower_row_blocks`` where it has one (it shares the per-point work between the blocks)."""
+        shared = getattr(self.base_kernel, "lower_row_blocks", None)
+        if shared is None:
+            return [self.base_matrices(X[r0:r1], X[:r1]) for r0, r1 in bounds]
+        if X.shape[-1] != self.num_dims:
+            raise ValueError(f"AdditiveKernel expects inputs with {self.num_dims} features, got {X.shape[-1]}.")
+        return [to_dense(b) for b in shared(X.transpose(-1, -2).unsqueeze(-1).contiguous(), bounds)]
+
     def _needs_graph(self, x1: torch.Tensor, x2: torch.Tensor) -> bool:
         return torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad
                                             or any(p.requires_grad for p in self.parameters()))
@@ -251,8 +261,11 @@ class AdditiveKernel(OwnBatchShape, Kernel):
             calls = len(getattr(self.base_kernel, "kernels", ()))  # FeatureStackKernel: one kernel per group
             if not self._needs_graph(x1, x2) and use_compiled(x1):
                 return self._symmetric_values(x1, calls)
-            blocks = [self.base_matrices(x1[r0:r1], x1[:r1])
-                      for r0, r1 in _row_blocks(0, n, _base_block(n, max(calls, 1)))]
+            bounds = _row_blocks(0, n, _base_block(n, max(calls, 1)))
+            fused = getattr(self.base_kernel, "lower_additive_sum", None)
+            if fused is not None and use_compiled(x1) and not x1.requires_grad:  # no base block kept
+                return fused(x1.transpose(-1, -2).unsqueeze(-1).contiguous(), bounds, self.order_variances.to(x1))
+            blocks = self._lower_base_blocks(x1, bounds)
             return symmetric_additive_sum(blocks, self.order_variances.to(blocks[0]))
         if not diag and x1.dim() == 2 and x2.dim() == 2 and x1.device.type == "cpu" and not self._needs_graph(x1, x2):
             step = self._no_grad_rows(x1, x2.shape[0])

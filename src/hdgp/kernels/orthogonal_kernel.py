@@ -49,6 +49,7 @@ from ..measures import MixtureMeasure
 from ._constraints import log_positive
 from ._elementwise import exp_
 from .additive_kernel import AdditiveKernel
+from .functions.se_additive_sum import se_lower_additive_sum
 from .se_kernel import FeatureKernel, se_minus_outer
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel", "OrthogonalAdditiveKernel"]
@@ -205,6 +206,51 @@ class ConstrainedSEKernel(FeatureKernel):
         miss2, x2 = _mask_missing(x2)
         m2 = self._mean_embedding(x2, l2)
         return _zero_missing(se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2), miss1, miss2)
+
+    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor) -> torch.Tensor:
+        r""":math:`\sum_r \sigma_r^2 e_r(\tilde k_1, \dots, \tilde k_D)(X, X)` summed over the lower
+        triangle's row blocks ``bounds`` without keeping the blocks
+        (:func:`~hdgp.kernels.functions.se_additive_sum.se_lower_additive_sum`): the values and gradients
+        of :meth:`lower_row_blocks` summed by :func:`~hdgp.kernels.additive_kernel.symmetric_additive_sum`.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (D, n, 1), without a gradient
+        bounds : sequence of (r0, r1)
+        order_variances : torch.Tensor of shape (R + 1,)
+        """
+        self._check_layout(x)
+        l2 = self.lengthscale**2
+        c = self._total_variance(l2)
+        miss, x = _mask_missing(x)
+        m = self._mean_embedding(x, l2)
+        return se_lower_additive_sum(x, bounds, l2, m / c.squeeze(-1), m, miss, order_variances)
+
+    def lower_row_blocks(self, x: torch.Tensor, bounds) -> list[torch.Tensor]:
+        r"""``[forward(x[..., r0:r1, :], x[..., :r1, :]) for r0, r1 in bounds]``: the row blocks of
+        :math:`\tilde k(X, X)`'s lower triangle, with the per-point terms :math:`\ell^2`,
+        :math:`c = \mathbb E[S^2]` and :math:`m(x)` formed once for all rows instead of once per block
+        (the same values; the autograd graph then holds them once).
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (D, n, 1)
+        bounds : sequence of (r0, r1)
+            Row ranges; block ``(r0, r1)`` covers columns ``0..r1``.
+        """
+        self._check_layout(x)
+        l2 = self.lengthscale**2
+        c = self._total_variance(l2)
+        miss, x = _mask_missing(x)
+        m = self._mean_embedding(x, l2)
+        u = m / c.squeeze(-1)
+        blocks = []
+        for r0, r1 in bounds:
+            block = se_minus_outer(x[..., r0:r1, :], x[..., :r1, :], l2, u[..., r0:r1], m[..., :r1])
+            if miss is not None:
+                block = _zero_missing(block, miss[..., r0:r1, :], miss[..., :r1, :])
+            blocks.append(block)
+        return blocks
 
     @torch.no_grad()
     def sobol_integral(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
