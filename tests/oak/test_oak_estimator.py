@@ -630,3 +630,18 @@ def test_capped_sobol_enumeration_is_reported_where_components_fall_short():
     with warnings.catch_warnings():
         warnings.simplefilter("error", CostWarning)
         OAKRegressor(max_iter=40, random_state=0).fit(X, y)  # every order enumerated: no warning
+
+
+def test_order_raised_from_the_data_grows_the_added_orders():
+    """max_order=None fits order 3 first; a fourth-order truth puts Sobol mass on order 3, the refit at
+    order D starts its added orders near zero (RAISED_ORDER_START) and must still grow them: the fitted
+    model gives most of the mass to the order-4 term, as the truth has it."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 5))
+    y = X[:, 0] * X[:, 1] * X[:, 2] * X[:, 3] + 0.5 * X[:, 4] + 0.05 * rng.normal(size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = OAKRegressor(random_state=0).fit(X, y)
+    assert model.max_order_ == 5
+    assert model.sobol_order_[3] > 0.5, model.sobol_order_
+    assert model.sobol_order_[4] < 0.01
