@@ -633,15 +633,30 @@ def test_capped_sobol_enumeration_is_reported_where_components_fall_short():
 
 
 def test_order_raised_from_the_data_grows_the_added_orders():
-    """max_order=None fits order 3 first; a fourth-order truth puts Sobol mass on order 3, the refit at
-    order D starts its added orders near zero (RAISED_ORDER_START) and must still grow them: the fitted
-    model gives most of the mass to the order-4 term, as the truth has it."""
+    """max_order=None on six features fits order 3 first; a fourth-order truth puts Sobol mass on order 3,
+    the refit at order D starts its added orders near zero (RAISED_ORDER_START) and must still grow them:
+    the fitted model gives most of the mass to the order-4 term, as the truth has it."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(200, 5))
-    y = X[:, 0] * X[:, 1] * X[:, 2] * X[:, 3] + 0.5 * X[:, 4] + 0.05 * rng.normal(size=200)
+    X = rng.normal(size=(200, 6))
+    y = X[:, 0] * X[:, 1] * X[:, 2] * X[:, 3] + 0.5 * X[:, 4] + 0.3 * X[:, 5] + 0.05 * rng.normal(size=200)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = OAKRegressor(random_state=0).fit(X, y)
-    assert model.max_order_ == 5
+    assert model.max_order_ == 6
     assert model.sobol_order_[3] > 0.5, model.sobol_order_
-    assert model.sobol_order_[4] < 0.01
+    assert model.sobol_order_[4:].sum() < 0.01
+
+
+def test_few_features_fit_every_order_at_once():
+    """Up to FULL_ORDER_MAX_FEATURES features, max_order=None is every order: one fit, no raise, even where
+    the top order carries no Sobol mass (an additive truth)."""
+    from hdgp.estimators.oak import FULL_ORDER_MAX_FEATURES
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, FULL_ORDER_MAX_FEATURES))
+    y = X.sum(1) + 0.1 * rng.normal(size=60)
+    model = OAKRegressor(random_state=0).fit(X, y)
+    assert model.max_order_ == FULL_ORDER_MAX_FEATURES and len(model.sobol_order_) == FULL_ORDER_MAX_FEATURES
+    assert model.sobol_order_[0] > 0.99
+    wide = OAKRegressor(random_state=0).fit(np.column_stack([X, rng.normal(size=60)]), y)
+    assert wide.max_order_ == 3  # one more feature: fitted at order 3, not raised for an additive truth

@@ -38,6 +38,10 @@ LOW_NOISE_START_FACTOR = 2.0
 #: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
 #: mass of its top order exceeds this: interactions of that order matter, so higher ones may too.
 ORDER_RAISE_MASS = 1e-3
+#: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
+#: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
+#: benchmarks/README.md, "OAK's default fit policy").
+FULL_ORDER_MAX_FEATURES = 5
 #: In that refit, each added order's variance starts at this fraction of the first fit's top-order
 #: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
 #: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
@@ -64,7 +68,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     Parameters
     ----------
     max_order : int or None, default=None
-        Highest interaction order :math:`\tilde D`. None chooses it from the data: the model is
+        Highest interaction order :math:`\tilde D`. None: with at most :data:`FULL_ORDER_MAX_FEATURES`
+        features every order :math:`D`; with more it is chosen from the data: the model is
         fitted at order :math:`\min(D, 3)` (the paper finds almost all Sobol mass in orders
         :math:`\le 3`, Fig. 4) and refitted at :math:`\min(D, 10)`, starting from the first fit's
         parameters (the added orders' variances small, :data:`RAISED_ORDER_START`), when the normalised Sobol mass of order 3 exceeds
@@ -257,7 +262,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         """``max_order_``, chosen at the first kernel of a fit; model files from before it have
         none and were fitted at the resolved ``max_order`` (min(D, 10) for None)."""
         if getattr(self, "_choose_order", False):
-            self.max_order_ = resolve_max_order(self.max_order, n_features, start=MAX_ORDER_START)
+            start = MAX_ORDER_START if n_features > FULL_ORDER_MAX_FEATURES else None
+            self.max_order_ = resolve_max_order(self.max_order, n_features, start=start)
             self._choose_order = False
         order = getattr(self, "max_order_", None)
         return resolve_max_order(self.max_order, n_features) if order is None else order
