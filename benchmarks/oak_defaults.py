@@ -21,6 +21,7 @@ earlier one).
 
     OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/oak_defaults.py --splits 0 --cap 600 --tag a
     python benchmarks/oak_defaults.py --report
+    OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 python benchmarks/oak_defaults.py --eval-cost kin40k-5000   # per evaluation
 """
 
 from __future__ import annotations
@@ -137,6 +138,39 @@ def run_one(dataset: str, model: str, params: dict, split: int, cap: int) -> dic
     return record
 
 
+EVAL_COST_MODELS = (("RBF-ARD", {"inference": "sparse"}), ("OAK", {"inference": "sparse"}),
+                    ("OAK", {"inference": "sparse", "max_order": 3}), ("RBF-ARD", {"inference": "exact"}),
+                    ("OAK", {"inference": "exact", "max_order": 3}))
+
+
+def eval_cost(dataset: str, reps: int) -> None:
+    """Seconds of one objective evaluation (value + gradient, ``hdgp.training._objective`` then
+    ``backward``) of sparse and exact OAK and RBF-ARD on split 0 of ``dataset``, all in this process: each
+    model is fitted with ``max_iter=1`` (its default number of inducing points and start), then its kernel
+    and noise parameters are made trainable again and ``reps`` evaluations are timed."""
+    import hdgp
+    from hdgp.training import _objective
+
+    Xtr, ytr, _, _ = table(dataset, 0)
+    print(f"{dataset} {Xtr.shape} load {os.getloadavg()[0]:.1f}", flush=True)
+    for model, params in EVAL_COST_MODELS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            est = hdgp.preset(model, random_state=0, max_iter=1, **params).fit(Xtr, ytr)
+        m = est.model_
+        for p in list(m.kernel.parameters()) + list(m.likelihood.parameters()):
+            p.requires_grad_(True)
+        X, y = est.X_train_, torch.as_tensor((ytr - est.y_mean_) / est.y_scale_)
+        times = []
+        for _ in range(reps):
+            m.zero_grad(set_to_none=True)
+            t0 = time.perf_counter()
+            _objective(m, X, y).backward()
+            times.append(time.perf_counter() - t0)
+        print(f"{model} {params} R={getattr(est, 'max_order_', '-')} s/eval median {np.median(times):.3f} "
+              f"{[round(t, 3) for t in times]} load {os.getloadavg()[0]:.1f}", flush=True)
+
+
 def report(out: Path) -> None:
     records = {}
     for path in sorted(out.glob("records-*.jsonl")):
@@ -191,6 +225,9 @@ def main(argv=None) -> None:
                              "(PYTHONPATH pointing at its `git archive` copy, HDGP_GIT_REV naming it)")
     parser.add_argument("--out", default=str(HERE / "results" / "oak-defaults"))
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--eval-cost", metavar="DATASET",
+                        help="time single objective evaluations of sparse/exact OAK and RBF-ARD on DATASET instead")
+    parser.add_argument("--reps", type=int, default=3, help="evaluations timed per model with --eval-cost")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -198,6 +235,9 @@ def main(argv=None) -> None:
         report(out)
         return
     torch.set_num_threads(1)
+    if args.eval_cost:
+        eval_cost(args.eval_cost, args.reps)
+        return
     import hdgp
 
     meta = {"hdgp_git": git_rev(), "hdgp": hdgp.__version__, "torch": torch.__version__,
