@@ -660,3 +660,25 @@ def test_few_features_fit_every_order_at_once():
     assert model.sobol_order_[0] > 0.99
     wide = OAKRegressor(random_state=0).fit(np.column_stack([X, rng.normal(size=60)]), y)
     assert wide.max_order_ == 3  # one more feature: fitted at order 3, not raised for an additive truth
+
+
+def test_flow_true_on_a_small_table_keeps_the_better_of_the_flow_and_auto():
+    """flow=True on at most FLOW_CHOICE_MAX_ROWS rows with light-tailed (uniform) features also fits
+    flow="auto" and keeps the higher log marginal likelihood; the kept model's attributes are that fit's."""
+    from hdgp.estimators.oak import FLOW_CHOICE_MAX_ROWS
+
+    X, y = oak_2d(n=150, rng=np.random.default_rng(0))  # uniform inputs: "auto" leaves them unwarped
+    est = OAKRegressor(random_state=0).fit(X, y)
+    scores = est.flow_log_likelihoods_
+    assert set(scores) == {"flow", "auto"}
+    assert est.log_marginal_likelihood_value_ == max(scores.values())
+    # on the paper's eq. (5) example the Gaussianising warp of uniform inputs costs evidence (and accuracy)
+    assert scores["auto"] > scores["flow"] + 10.0
+    auto = OAKRegressor(flow="auto", random_state=0).fit(X, y)
+    assert scores["auto"] == pytest.approx(auto.log_marginal_likelihood_value_, rel=1e-9)
+    np.testing.assert_allclose(est.predict(X[:20]), auto.predict(X[:20]), rtol=1e-9, atol=1e-12)
+    assert not est.flow_.warped_.any() and est.get_params()["flow"] is True  # the parameter stays the user's
+    # not compared: flow="auto" given, or more rows than FLOW_CHOICE_MAX_ROWS
+    assert auto.flow_log_likelihoods_ is None
+    big_X, big_y = oak_2d(n=FLOW_CHOICE_MAX_ROWS + 1, rng=np.random.default_rng(1))
+    assert OAKRegressor(random_state=0, max_iter=3).fit(big_X, big_y).flow_log_likelihoods_ is None

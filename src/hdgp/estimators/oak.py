@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import explain
 from .._arrays import as_float64
 from ..inference.engines import ENGINE_REGISTRY
+from ..flows import light_tailed
 from ..kernels.orthogonal_kernel import ConstrainedSEKernel
 from ..plotting import plot_components
 from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
@@ -42,6 +43,11 @@ ORDER_RAISE_MASS = 1e-3
 #: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
 #: benchmarks/README.md, "OAK's default fit policy").
 FULL_ORDER_MAX_FEATURES = 5
+#: With ``flow=True`` on at most this many rows, a fit with a light-tailed continuous feature is repeated
+#: with ``flow="auto"`` (those features standardised, not warped) and the higher log marginal likelihood
+#: kept: cheap on small tables, where the warp of evenly spread inputs can cost most (measurements:
+#: benchmarks/README.md, "OAK's default fit policy").
+FLOW_CHOICE_MAX_ROWS = 500
 #: In that refit, each added order's variance starts at this fraction of the first fit's top-order
 #: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
 #: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
@@ -86,6 +92,9 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         and standardises light-tailed, roughly symmetric ones (``skip_light_tails`` of the flow:
         uniform-like features, evenly spread grids), whose Gaussianising warp steepens at the
         data's edges (on the paper's eq. (5) example the default flow doubles the error).
+        With ``True`` on at most :data:`FLOW_CHOICE_MAX_ROWS` training rows, where ``"auto"`` would
+        leave a feature unwarped, the model is fitted both ways and the higher log marginal
+        likelihood kept (``flow_log_likelihoods_``).
     log_transform : {"auto", True, False, "shifted"}, default="auto"
         Passed to the flow: log of skewed features (``"auto"``: for a right tail :math:`\log x`
         if positive and that removes the skew, else :math:`\log(x - x_{\min} + c)` with the
@@ -191,6 +200,9 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     input_min_, input_max_ : ndarray of shape (len(continuous_features_),)
         Training range of the continuous features (used by ``clip_inputs``).
     flow_ : SinhArcsinhFlow or None
+    flow_log_likelihoods_ : dict or None
+        ``{"flow": ..., "auto": ...}``: log marginal likelihoods of the fits with ``flow=True`` and
+        ``flow="auto"`` when both were tried (see ``flow``); the higher was kept. None otherwise.
     inference_ : str
         Engine used (``"exact"``, ``"sparse"`` or ``"variational"``).
     posterior_ : ExactPosterior or InducingPosterior
@@ -366,6 +378,36 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         self
         """
         X = self.encode_frame(X, fit=True)
+        self._fit_and_choose_order(X, y)
+        self.flow_log_likelihoods_ = None
+        if self._compare_flows(X):
+            kept, flow = dict(self.__dict__), self.flow
+            self.flow = "auto"  # the light-tailed features standardised instead of warped
+            try:
+                self._fit_and_choose_order(X, y)
+            finally:
+                self.flow = flow
+            scores = {"flow": kept["log_marginal_likelihood_value_"], "auto": self.log_marginal_likelihood_value_}
+            if scores["auto"] <= scores["flow"]:
+                self.__dict__.clear()
+                self.__dict__.update(kept)
+            self.flow_log_likelihoods_ = scores
+        return self
+
+    def _compare_flows(self, X: np.ndarray) -> bool:
+        """Whether ``fit`` also fits the model with ``flow="auto"`` and keeps the higher log marginal
+        likelihood: for ``flow=True`` (not a warm start) on at most :data:`FLOW_CHOICE_MAX_ROWS` rows
+        with a continuous feature that ``"auto"`` leaves unwarped (light-tailed, roughly symmetric)."""
+        if not (isinstance(self.flow, (bool, np.bool_)) and self.flow) or self.warm_start:
+            return False
+        if X.shape[0] > FLOW_CHOICE_MAX_ROWS or self.flow_ is None:
+            return False
+        columns = (X[:, j][~np.isnan(X[:, j])] for j in self.continuous_features_)
+        return any(column.size > 2 and np.ptp(column) > 0 and light_tailed(column) for column in columns)
+
+    def _fit_and_choose_order(self, X: np.ndarray, y) -> None:
+        """One fit with ``max_order`` resolved (``None``: chosen from the data, raised when order 3 holds
+        Sobol mass), Sobol indices included."""
         self.max_order_, self._choose_order = None, True
         try:
             super().fit(X, y)
@@ -384,7 +426,6 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
                 self.warm_start = warm_start
                 del self._transform_inputs
             self._compute_sobol()
-        return self
 
     def _compute_sobol(self) -> None:
         # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)
