@@ -394,13 +394,17 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
             self.flow_log_likelihoods_ = scores
         return self
 
-    def _compare_flows(self, X: np.ndarray) -> bool:
+    def _compare_flows(self, X) -> bool:
         """Whether ``fit`` also fits the model with ``flow="auto"`` and keeps the higher log marginal
         likelihood: for ``flow=True`` (not a warm start) on at most :data:`FLOW_CHOICE_MAX_ROWS` rows
         with a continuous feature that ``"auto"`` leaves unwarped (light-tailed, roughly symmetric)."""
         if not (isinstance(self.flow, (bool, np.bool_)) and self.flow) or self.warm_start:
             return False
-        if X.shape[0] > FLOW_CHOICE_MAX_ROWS or self.flow_ is None:
+        if np.shape(X)[0] > FLOW_CHOICE_MAX_ROWS or self.flow_ is None:
+            return False
+        try:  # a coded DataFrame or an array-like of numbers (the fit has just read it)
+            X = np.asarray(X, dtype=float)
+        except (TypeError, ValueError):
             return False
         columns = (X[:, j][~np.isnan(X[:, j])] for j in self.continuous_features_)
         return any(column.size > 2 and np.ptp(column) > 0 and light_tailed(column) for column in columns)
