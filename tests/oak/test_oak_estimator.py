@@ -153,7 +153,7 @@ def test_numeric_unknown_level_and_bad_declarations():
     for count in (True, 2.0, 0):
         with pytest.raises(ValueError, match="gmm_components must be a positive integer"):
             OAKRegressor(measure="gmm", gmm_components=count).fit(X, y)
-    with pytest.raises(ValueError, match="flow must be True, False or 'auto'"):
+    with pytest.raises(ValueError, match="flow must be True, False or 'auto' or 'choose'"):
         OAKRegressor(flow="yes").fit(X, y)
 
 
@@ -586,8 +586,9 @@ def test_low_noise_start_trains_from_noise_near_its_bound_and_keeps_the_lowest()
     rng = np.random.default_rng(3)
     X = rng.normal(size=(70, 3))
     y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2
-    plain = OAKRegressor(max_order=2, random_state=0).fit(X, y)
-    est = OAKRegressor(max_order=2, low_noise_start=True, feature_starts=True, random_state=0).fit(X, y)
+    # flow=True: the same flow for both (the default "choose" keeps whichever flow has the higher evidence)
+    plain = OAKRegressor(max_order=2, flow=True, random_state=0).fit(X, y)
+    est = OAKRegressor(max_order=2, flow=True, low_noise_start=True, feature_starts=True, random_state=0).fit(X, y)
     assert list(est.start_losses_) == ["authors", "low noise", "short x0", "short x1", "short x2"]
     assert est.start_losses_["authors"] == pytest.approx(plain.fit_result_.loss, rel=1e-9)
     assert est.fit_result_.loss == min(est.start_losses_.values()) <= plain.fit_result_.loss
@@ -662,9 +663,10 @@ def test_few_features_fit_every_order_at_once():
     assert wide.max_order_ == 3  # one more feature: fitted at order 3, not raised for an additive truth
 
 
-def test_flow_true_on_a_small_table_keeps_the_better_of_the_flow_and_auto():
-    """flow=True on at most FLOW_CHOICE_MAX_ROWS rows with light-tailed (uniform) features also fits
-    flow="auto" and keeps the higher log marginal likelihood; the kept model's attributes are that fit's."""
+def test_flow_choose_on_a_small_table_keeps_the_better_of_the_flow_and_auto():
+    """The default flow="choose" on at most FLOW_CHOICE_MAX_ROWS rows with light-tailed (uniform) features
+    fits the full flow and flow="auto" and keeps the higher log marginal likelihood; the kept model's
+    attributes are that fit's."""
     from hdgp.estimators.oak import FLOW_CHOICE_MAX_ROWS
 
     X, y = oak_2d(n=150, rng=np.random.default_rng(0))  # uniform inputs: "auto" leaves them unwarped
@@ -677,8 +679,10 @@ def test_flow_true_on_a_small_table_keeps_the_better_of_the_flow_and_auto():
     auto = OAKRegressor(flow="auto", random_state=0).fit(X, y)
     assert scores["auto"] == pytest.approx(auto.log_marginal_likelihood_value_, rel=1e-9)
     np.testing.assert_allclose(est.predict(X[:20]), auto.predict(X[:20]), rtol=1e-9, atol=1e-12)
-    assert not est.flow_.warped_.any() and est.get_params()["flow"] is True  # the parameter stays the user's
-    # not compared: flow="auto" given, or more rows than FLOW_CHOICE_MAX_ROWS
-    assert auto.flow_log_likelihoods_ is None
+    assert not est.flow_.warped_.any() and est.get_params()["flow"] == "choose"  # the parameter stays the user's
+    full = OAKRegressor(flow=True, random_state=0).fit(X, y)
+    assert scores["flow"] == pytest.approx(full.log_marginal_likelihood_value_, rel=1e-9)
+    # not compared: flow=True or "auto" given, or more rows than FLOW_CHOICE_MAX_ROWS
+    assert auto.flow_log_likelihoods_ is None and full.flow_log_likelihoods_ is None and full.flow_.warped_.all()
     big_X, big_y = oak_2d(n=FLOW_CHOICE_MAX_ROWS + 1, rng=np.random.default_rng(1))
     assert OAKRegressor(random_state=0, max_iter=3).fit(big_X, big_y).flow_log_likelihoods_ is None

@@ -43,11 +43,13 @@ ORDER_RAISE_MASS = 1e-3
 #: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
 #: benchmarks/README.md, "OAK's default fit policy").
 FULL_ORDER_MAX_FEATURES = 5
-#: With ``flow=True`` on at most this many rows, a fit with a light-tailed continuous feature is repeated
-#: with ``flow="auto"`` (those features standardised, not warped) and the higher log marginal likelihood
-#: kept: cheap on small tables, where the warp of evenly spread inputs can cost most (measurements:
-#: benchmarks/README.md, "OAK's default fit policy").
+#: With ``flow="choose"`` on at most this many rows, a fit with a light-tailed continuous feature is
+#: repeated with ``flow="auto"`` (those features standardised, not warped) and the higher log marginal
+#: likelihood kept: cheap on small tables, where the warp of evenly spread inputs can cost most
+#: (measurements: benchmarks/README.md, "OAK's default fit policy").
 FLOW_CHOICE_MAX_ROWS = 500
+#: Accepted string values of ``flow`` (besides True and False).
+FLOWS = ("auto", "choose")
 #: In that refit, each added order's variance starts at this fraction of the first fit's top-order
 #: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
 #: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
@@ -86,15 +88,15 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         Input measure of continuous features (fitted to the warped training data).
     gmm_components : int, default=3
         Components per feature when ``measure="gmm"``.
-    flow : bool or "auto", default=True
-        Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
+    flow : bool, "auto" or "choose", default="choose"
+        ``True``: warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
         ``False`` standardises them; ``"auto"`` warps only those that are skewed or heavy-tailed
         and standardises light-tailed, roughly symmetric ones (``skip_light_tails`` of the flow:
         uniform-like features, evenly spread grids), whose Gaussianising warp steepens at the
-        data's edges (on the paper's eq. (5) example the default flow doubles the error).
-        With ``True`` on at most :data:`FLOW_CHOICE_MAX_ROWS` training rows, where ``"auto"`` would
-        leave a feature unwarped, the model is fitted both ways and the higher log marginal
-        likelihood kept (``flow_log_likelihoods_``).
+        data's edges (on the paper's eq. (5) example the full flow doubles the error).
+        ``"choose"``: ``True``, except on at most :data:`FLOW_CHOICE_MAX_ROWS` training rows where
+        ``"auto"`` would leave a feature unwarped: there the model is fitted both ways and the higher
+        log marginal likelihood kept (``flow_log_likelihoods_``).
     log_transform : {"auto", True, False, "shifted"}, default="auto"
         Passed to the flow: log of skewed features (``"auto"``: for a right tail :math:`\log x`
         if positive and that removes the skew, else :math:`\log(x - x_{\min} + c)` with the
@@ -201,8 +203,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         Training range of the continuous features (used by ``clip_inputs``).
     flow_ : SinhArcsinhFlow or None
     flow_log_likelihoods_ : dict or None
-        ``{"flow": ..., "auto": ...}``: log marginal likelihoods of the fits with ``flow=True`` and
-        ``flow="auto"`` when both were tried (see ``flow``); the higher was kept. None otherwise.
+        ``{"flow": ..., "auto": ...}``: log marginal likelihoods of the fits with the full flow and
+        with ``flow="auto"`` when ``flow="choose"`` tried both; the higher was kept. None otherwise.
     inference_ : str
         Engine used (``"exact"``, ``"sparse"`` or ``"variational"``).
     posterior_ : ExactPosterior or InducingPosterior
@@ -228,7 +230,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         tags.input_tags.allow_nan = True
         return tags
 
-    def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
+    def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow="choose",
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  handle_unknown="error", order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
                  inference="auto", n_inducing=512, batch_size=None,
@@ -265,7 +267,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
 
     # ------------------------------------------------------------ validation
     def _validate_params_extra(self) -> None:
-        check_oak_params(self, ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"))
+        check_oak_params(self, ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"),
+                         flows=FLOWS)
 
     # ------------------------------------------------- the encoder's hooks
     _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
@@ -378,29 +381,32 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         self
         """
         X = self.encode_frame(X, fit=True)
-        self._fit_and_choose_order(X, y)
-        self.flow_log_likelihoods_ = None
-        if self._compare_flows(X):
-            kept, flow = dict(self.__dict__), self.flow
-            self.flow = "auto"  # the light-tailed features standardised instead of warped
-            try:
+        flow = self.flow
+        choose = isinstance(flow, str) and flow == "choose"
+        try:
+            if choose:
+                self.flow = True  # the full flow first
+            self._fit_and_choose_order(X, y)
+            self.flow_log_likelihoods_ = None
+            if choose and self._compare_flows(X):
+                kept = dict(self.__dict__)
+                self.flow = "auto"  # the light-tailed features standardised instead of warped
                 self._fit_and_choose_order(X, y)
-            finally:
-                self.flow = flow
-            scores = {"flow": kept["log_marginal_likelihood_value_"], "auto": self.log_marginal_likelihood_value_}
-            if scores["auto"] <= scores["flow"]:
-                self.__dict__.clear()
-                self.__dict__.update(kept)
-            self.flow_log_likelihoods_ = scores
+                scores = {"flow": kept["log_marginal_likelihood_value_"], "auto": self.log_marginal_likelihood_value_}
+                if scores["auto"] <= scores["flow"]:
+                    self.__dict__.clear()
+                    self.__dict__.update(kept)
+                self.flow_log_likelihoods_ = scores
+        finally:
+            self.flow = flow
         return self
 
     def _compare_flows(self, X) -> bool:
-        """Whether ``fit`` also fits the model with ``flow="auto"`` and keeps the higher log marginal
-        likelihood: for ``flow=True`` (not a warm start) on at most :data:`FLOW_CHOICE_MAX_ROWS` rows
-        with a continuous feature that ``"auto"`` leaves unwarped (light-tailed, roughly symmetric)."""
-        if not (isinstance(self.flow, (bool, np.bool_)) and self.flow) or self.warm_start:
-            return False
-        if np.shape(X)[0] > FLOW_CHOICE_MAX_ROWS or self.flow_ is None:
+        """Whether ``flow="choose"`` also fits the model with ``flow="auto"`` (after the full flow's fit
+        on ``X``) and keeps the higher log marginal likelihood: not for a warm start; on at most
+        :data:`FLOW_CHOICE_MAX_ROWS` rows with a continuous feature that ``"auto"`` leaves unwarped
+        (light-tailed, roughly symmetric)."""
+        if self.warm_start or self.flow_ is None or self.X_train_.shape[0] > FLOW_CHOICE_MAX_ROWS:
             return False
         try:  # a coded DataFrame or an array-like of numbers (the fit has just read it)
             X = np.asarray(X, dtype=float)
