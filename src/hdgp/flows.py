@@ -99,9 +99,14 @@ def _least_skewed_start(x: np.ndarray) -> float:
 
 
 def light_tailed(x: np.ndarray) -> bool:
-    """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`."""
+    """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`,
+    computed on the standardised values (at 1e-200 units the raw moments underflow)."""
     x = _sample(x)
-    return bool(scipy.stats.kurtosis(x) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(x)) <= _AUTO_LOG_SKEW)
+    std = column_std(x[:, None])[0]
+    if not std > 0:
+        return False
+    z = (x - x.mean()) / std
+    return bool(scipy.stats.kurtosis(z) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(z)) <= _AUTO_LOG_SKEW)
 
 
 def _njit(function):
