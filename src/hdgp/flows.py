@@ -33,7 +33,7 @@ import scipy.stats
 
 from ._scaling import column_scales, column_std, varies
 
-__all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow"]
+__all__ = ["LOG_TRANSFORMS", "SinhArcsinhFlow", "light_tailed"]
 
 #: Box for (a, log b, ε, log δ): keeps sinh from overflowing during the fit (|δ asinh u − ε| stays
 #: below ~100 for standardised data) while covering any realistic skew and tail weight.
@@ -98,10 +98,15 @@ def _least_skewed_start(x: np.ndarray) -> float:
     return float(scale * _LOG_STARTS[int(np.argmin(skews))])
 
 
-def _light_tailed(x: np.ndarray) -> bool:
-    """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`."""
+def light_tailed(x: np.ndarray) -> bool:
+    """Excess kurtosis below :data:`_LIGHT_TAIL_KURTOSIS` and skewness within ±:data:`_AUTO_LOG_SKEW`,
+    computed on the standardised values (at 1e-200 units the raw moments underflow)."""
     x = _sample(x)
-    return bool(scipy.stats.kurtosis(x) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(x)) <= _AUTO_LOG_SKEW)
+    std = column_std(x[:, None])[0]
+    if not std > 0:
+        return False
+    z = (x - x.mean()) / std
+    return bool(scipy.stats.kurtosis(z) < _LIGHT_TAIL_KURTOSIS and abs(scipy.stats.skew(z)) <= _AUTO_LOG_SKEW)
 
 
 def _njit(function):
@@ -469,7 +474,7 @@ class SinhArcsinhFlow:
         self.params_ = np.zeros((n_feat, 4))
         self.warped_ = varies(column_std(T), self.center_)  # constant features keep the identity
         if getattr(self, "skip_light_tails", False):
-            self.warped_ &= ~np.array([_light_tailed(X[:, j]) for j in range(n_feat)], dtype=bool)
+            self.warped_ &= ~np.array([light_tailed(X[:, j]) for j in range(n_feat)], dtype=bool)
         U = (T - self.center_) / self.scale_
         warped = np.flatnonzero(self.warped_)
         if warped.size:

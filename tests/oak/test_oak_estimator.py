@@ -153,7 +153,7 @@ def test_numeric_unknown_level_and_bad_declarations():
     for count in (True, 2.0, 0):
         with pytest.raises(ValueError, match="gmm_components must be a positive integer"):
             OAKRegressor(measure="gmm", gmm_components=count).fit(X, y)
-    with pytest.raises(ValueError, match="flow must be True, False or 'auto'"):
+    with pytest.raises(ValueError, match="flow must be True, False or 'auto' or 'choose'"):
         OAKRegressor(flow="yes").fit(X, y)
 
 
@@ -586,8 +586,9 @@ def test_low_noise_start_trains_from_noise_near_its_bound_and_keeps_the_lowest()
     rng = np.random.default_rng(3)
     X = rng.normal(size=(70, 3))
     y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2
-    plain = OAKRegressor(max_order=2, random_state=0).fit(X, y)
-    est = OAKRegressor(max_order=2, low_noise_start=True, feature_starts=True, random_state=0).fit(X, y)
+    # flow=True: the same flow for both (the default "choose" keeps whichever flow has the higher evidence)
+    plain = OAKRegressor(max_order=2, flow=True, random_state=0).fit(X, y)
+    est = OAKRegressor(max_order=2, flow=True, low_noise_start=True, feature_starts=True, random_state=0).fit(X, y)
     assert list(est.start_losses_) == ["authors", "low noise", "short x0", "short x1", "short x2"]
     assert est.start_losses_["authors"] == pytest.approx(plain.fit_result_.loss, rel=1e-9)
     assert est.fit_result_.loss == min(est.start_losses_.values()) <= plain.fit_result_.loss
@@ -630,3 +631,58 @@ def test_capped_sobol_enumeration_is_reported_where_components_fall_short():
     with warnings.catch_warnings():
         warnings.simplefilter("error", CostWarning)
         OAKRegressor(max_iter=40, random_state=0).fit(X, y)  # every order enumerated: no warning
+
+
+def test_order_raised_from_the_data_grows_the_added_orders():
+    """max_order=None on six features fits order 3 first; a fourth-order truth puts Sobol mass on order 3,
+    the refit at order D starts its added orders near zero (RAISED_ORDER_START) and must still grow them:
+    the fitted model gives most of the mass to the order-4 term, as the truth has it."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6))
+    y = X[:, 0] * X[:, 1] * X[:, 2] * X[:, 3] + 0.5 * X[:, 4] + 0.3 * X[:, 5] + 0.05 * rng.normal(size=200)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = OAKRegressor(random_state=0).fit(X, y)
+    assert model.max_order_ == 6
+    assert model.sobol_order_[3] > 0.5, model.sobol_order_
+    assert model.sobol_order_[4:].sum() < 0.01
+
+
+def test_few_features_fit_every_order_at_once():
+    """Up to FULL_ORDER_MAX_FEATURES features, max_order=None is every order: one fit, no raise, even where
+    the top order carries no Sobol mass (an additive truth)."""
+    from hdgp.estimators.oak import FULL_ORDER_MAX_FEATURES
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(60, FULL_ORDER_MAX_FEATURES))
+    y = X.sum(1) + 0.1 * rng.normal(size=60)
+    model = OAKRegressor(random_state=0).fit(X, y)
+    assert model.max_order_ == FULL_ORDER_MAX_FEATURES and len(model.sobol_order_) == FULL_ORDER_MAX_FEATURES
+    assert model.sobol_order_[0] > 0.99
+    wide = OAKRegressor(random_state=0).fit(np.column_stack([X, rng.normal(size=60)]), y)
+    assert wide.max_order_ == 3  # one more feature: fitted at order 3, not raised for an additive truth
+
+
+def test_flow_choose_on_a_small_table_keeps_the_better_of_the_flow_and_auto():
+    """The default flow="choose" on at most FLOW_CHOICE_MAX_ROWS rows with light-tailed (uniform) features
+    fits the full flow and flow="auto" and keeps the higher log marginal likelihood; the kept model's
+    attributes are that fit's."""
+    from hdgp.estimators.oak import FLOW_CHOICE_MAX_ROWS
+
+    X, y = oak_2d(n=150, rng=np.random.default_rng(0))  # uniform inputs: "auto" leaves them unwarped
+    est = OAKRegressor(random_state=0).fit(X, y)
+    scores = est.flow_log_likelihoods_
+    assert set(scores) == {"flow", "auto"}
+    assert est.log_marginal_likelihood_value_ == max(scores.values())
+    # on the paper's eq. (5) example the Gaussianising warp of uniform inputs costs evidence (and accuracy)
+    assert scores["auto"] > scores["flow"] + 10.0
+    auto = OAKRegressor(flow="auto", random_state=0).fit(X, y)
+    assert scores["auto"] == pytest.approx(auto.log_marginal_likelihood_value_, rel=1e-9)
+    np.testing.assert_allclose(est.predict(X[:20]), auto.predict(X[:20]), rtol=1e-9, atol=1e-12)
+    assert not est.flow_.warped_.any() and est.get_params()["flow"] == "choose"  # the parameter stays the user's
+    full = OAKRegressor(flow=True, random_state=0).fit(X, y)
+    assert scores["flow"] == pytest.approx(full.log_marginal_likelihood_value_, rel=1e-9)
+    # not compared: flow=True or "auto" given, or more rows than FLOW_CHOICE_MAX_ROWS
+    assert auto.flow_log_likelihoods_ is None and full.flow_log_likelihoods_ is None and full.flow_.warped_.all()
+    big_X, big_y = oak_2d(n=FLOW_CHOICE_MAX_ROWS + 1, rng=np.random.default_rng(1))
+    assert OAKRegressor(random_state=0, max_iter=3).fit(big_X, big_y).flow_log_likelihoods_ is None

@@ -457,7 +457,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         """
         model = self._build_model(Xt)
         if previous is not None:
-            _copy_matching_parameters(previous, model)
+            self._copy_warm(previous, model)
             return model, self._train(model, Xt, yt), None, "warm"
         init_result, start = None, "generic"
         engine = engine_of(model)
@@ -472,6 +472,10 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                 model, result, start = generic, generic_result, "generic"
             result = _pooled(result, pooled)
         return model, result, init_result, start
+
+    def _copy_warm(self, previous, model) -> None:
+        """Start ``model`` from ``previous`` (``warm_start``): every parameter whose name and shape match."""
+        _copy_matching_parameters(previous, model)
 
     def _build_model(self, Xt: torch.Tensor):
         """Kernel and inference model at the generic initialisation."""

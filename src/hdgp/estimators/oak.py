@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_is_fitted
 from .. import explain
 from .._arrays import as_float64
 from ..inference.engines import ENGINE_REGISTRY
+from ..flows import light_tailed
 from ..kernels.orthogonal_kernel import ConstrainedSEKernel
 from ..plotting import plot_components
 from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
@@ -38,6 +39,21 @@ LOW_NOISE_START_FACTOR = 2.0
 #: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
 #: mass of its top order exceeds this: interactions of that order matter, so higher ones may too.
 ORDER_RAISE_MASS = 1e-3
+#: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
+#: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
+#: benchmarks/README.md, "OAK's default fit policy").
+FULL_ORDER_MAX_FEATURES = 5
+#: With ``flow="choose"`` on at most this many rows, a fit with a light-tailed continuous feature is
+#: repeated with ``flow="auto"`` (those features standardised, not warped) and the higher log marginal
+#: likelihood kept: cheap on small tables, where the warp of evenly spread inputs can cost most
+#: (measurements: benchmarks/README.md, "OAK's default fit policy").
+FLOW_CHOICE_MAX_ROWS = 500
+#: Accepted string values of ``flow`` (besides True and False).
+FLOWS = ("auto", "choose")
+#: In that refit, each added order's variance starts at this fraction of the first fit's top-order
+#: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
+#: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
+RAISED_ORDER_START = 1e-2
 
 
 class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
@@ -60,10 +76,11 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     Parameters
     ----------
     max_order : int or None, default=None
-        Highest interaction order :math:`\tilde D`. None chooses it from the data: the model is
+        Highest interaction order :math:`\tilde D`. None: with at most :data:`FULL_ORDER_MAX_FEATURES`
+        features every order :math:`D`; with more it is chosen from the data: the model is
         fitted at order :math:`\min(D, 3)` (the paper finds almost all Sobol mass in orders
         :math:`\le 3`, Fig. 4) and refitted at :math:`\min(D, 10)`, starting from the first fit's
-        length-scales and noise, when the normalised Sobol mass of order 3 exceeds
+        parameters (the added orders' variances small, :data:`RAISED_ORDER_START`), when the normalised Sobol mass of order 3 exceeds
         :data:`ORDER_RAISE_MASS`. The order used is ``max_order_``. The order-:math:`R` term has
         :math:`\binom{D}{R}` components, so low orders keep the kernel's sum and the Sobol
         enumeration cheap.
@@ -71,12 +88,15 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         Input measure of continuous features (fitted to the warped training data).
     gmm_components : int, default=3
         Components per feature when ``measure="gmm"``.
-    flow : bool or "auto", default=True
-        Warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
+    flow : bool, "auto" or "choose", default="choose"
+        ``True``: warp continuous features with :class:`~hdgp.flows.SinhArcsinhFlow`;
         ``False`` standardises them; ``"auto"`` warps only those that are skewed or heavy-tailed
         and standardises light-tailed, roughly symmetric ones (``skip_light_tails`` of the flow:
         uniform-like features, evenly spread grids), whose Gaussianising warp steepens at the
-        data's edges (on the paper's eq. (5) example the default flow doubles the error).
+        data's edges (on the paper's eq. (5) example the full flow doubles the error).
+        ``"choose"``: ``True``, except on at most :data:`FLOW_CHOICE_MAX_ROWS` training rows where
+        ``"auto"`` would leave a feature unwarped: there the model is fitted both ways and the higher
+        log marginal likelihood kept (``flow_log_likelihoods_``).
     log_transform : {"auto", True, False, "shifted"}, default="auto"
         Passed to the flow: log of skewed features (``"auto"``: for a right tail :math:`\log x`
         if positive and that removes the skew, else :math:`\log(x - x_{\min} + c)` with the
@@ -182,6 +202,9 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     input_min_, input_max_ : ndarray of shape (len(continuous_features_),)
         Training range of the continuous features (used by ``clip_inputs``).
     flow_ : SinhArcsinhFlow or None
+    flow_log_likelihoods_ : dict or None
+        ``{"flow": ..., "auto": ...}``: log marginal likelihoods of the fits with the full flow and
+        with ``flow="auto"`` when ``flow="choose"`` tried both; the higher was kept. None otherwise.
     inference_ : str
         Engine used (``"exact"``, ``"sparse"`` or ``"variational"``).
     posterior_ : ExactPosterior or InducingPosterior
@@ -207,7 +230,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         tags.input_tags.allow_nan = True
         return tags
 
-    def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow=True,
+    def __init__(self, max_order=None, *, measure="gaussian", gmm_components=3, flow="choose",
                  log_transform="auto", clip_inputs=False, categorical_features=None, binary_features="auto",
                  handle_unknown="error", order_variance_prior=True, sobol_threshold=0.99, max_sobol_terms=100_000,
                  inference="auto", n_inducing=512, batch_size=None,
@@ -244,7 +267,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
 
     # ------------------------------------------------------------ validation
     def _validate_params_extra(self) -> None:
-        check_oak_params(self, ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"))
+        check_oak_params(self, ("clip_inputs", "order_variance_prior", "feature_starts", "low_noise_start"),
+                         flows=FLOWS)
 
     # ------------------------------------------------- the encoder's hooks
     _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
@@ -253,7 +277,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         """``max_order_``, chosen at the first kernel of a fit; model files from before it have
         none and were fitted at the resolved ``max_order`` (min(D, 10) for None)."""
         if getattr(self, "_choose_order", False):
-            self.max_order_ = resolve_max_order(self.max_order, n_features, start=MAX_ORDER_START)
+            start = MAX_ORDER_START if n_features > FULL_ORDER_MAX_FEATURES else None
+            self.max_order_ = resolve_max_order(self.max_order, n_features, start=start)
             self._choose_order = False
         order = getattr(self, "max_order_", None)
         return resolve_max_order(self.max_order, n_features) if order is None else order
@@ -308,6 +333,21 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
             model.likelihood.noise = LOW_NOISE_START_FACTOR * self.noise_lower_bound
         return model
 
+    def _copy_warm(self, previous, model) -> None:
+        """A warm start, and the refit at a higher order: the matching parameters, and order variances
+        :math:`\sigma_0^2, \dots, \sigma_{R'}^2` of the previous fit (order :math:`R'`) with every higher
+        order starting at :data:`RAISED_ORDER_START` :math:`\times\, \sigma_{R'}^2`, so that the refit begins
+        next to the model it extends instead of at the authors' start of the order variances."""
+        super()._copy_warm(previous, model)
+        old, new = (getattr(getattr(m, "kernel", None), "order_variances", None) for m in (previous, model))
+        if old is not None and new is not None and old.shape != new.shape:
+            old, new = old.detach(), new.detach()
+            with torch.no_grad():
+                extended = (old[-1] * RAISED_ORDER_START).expand(new.shape).clone()
+                keep = min(len(old), len(new))
+                extended[:keep] = old[:keep]
+                model.kernel.order_variances = extended.to(new)
+
     def _set_start(self, continuous: ConstrainedSEKernel) -> None:
         """Length-scales of the continuous features at the start being trained."""
         name, position = self._start()
@@ -341,6 +381,43 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         self
         """
         X = self.encode_frame(X, fit=True)
+        flow = self.flow
+        choose = isinstance(flow, str) and flow == "choose"
+        try:
+            if choose:
+                self.flow = True  # the full flow first
+            self._fit_and_choose_order(X, y)
+            self.flow_log_likelihoods_ = None
+            if choose and self._compare_flows(X):
+                kept = dict(self.__dict__)
+                self.flow = "auto"  # the light-tailed features standardised instead of warped
+                self._fit_and_choose_order(X, y)
+                scores = {"flow": kept["log_marginal_likelihood_value_"], "auto": self.log_marginal_likelihood_value_}
+                if scores["auto"] <= scores["flow"]:
+                    self.__dict__.clear()
+                    self.__dict__.update(kept)
+                self.flow_log_likelihoods_ = scores
+        finally:
+            self.flow = flow
+        return self
+
+    def _compare_flows(self, X) -> bool:
+        """Whether ``flow="choose"`` also fits the model with ``flow="auto"`` (after the full flow's fit
+        on ``X``) and keeps the higher log marginal likelihood: not for a warm start; on at most
+        :data:`FLOW_CHOICE_MAX_ROWS` rows with a continuous feature that ``"auto"`` leaves unwarped
+        (light-tailed, roughly symmetric)."""
+        if self.warm_start or self.flow_ is None or self.X_train_.shape[0] > FLOW_CHOICE_MAX_ROWS:
+            return False
+        try:  # a coded DataFrame or an array-like of numbers (the fit has just read it)
+            X = np.asarray(X, dtype=float)
+        except (TypeError, ValueError):
+            return False
+        columns = (X[:, j][~np.isnan(X[:, j])] for j in self.continuous_features_)
+        return any(column.size > 2 and np.ptp(column) > 0 and light_tailed(column) for column in columns)
+
+    def _fit_and_choose_order(self, X: np.ndarray, y) -> None:
+        """One fit with ``max_order`` resolved (``None``: chosen from the data, raised when order 3 holds
+        Sobol mass), Sobol indices included."""
         self.max_order_, self._choose_order = None, True
         try:
             super().fit(X, y)
@@ -351,7 +428,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         if self.max_order is None and self.max_order_ < full and self.sobol_order_[-1] > ORDER_RAISE_MASS:
             self.max_order_ = full  # interactions of the top order matter: refit with all orders
             warm_start, inputs = self.warm_start, self.X_train_.cpu().numpy()
-            # from the first fit's parameters (the order variances restart) and its warped inputs
+            # from the first fit's parameters (higher orders start at its top order's variance) and its warped inputs
             self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
             try:
                 super().fit(X, y)
@@ -359,7 +436,6 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
                 self.warm_start = warm_start
                 del self._transform_inputs
             self._compute_sobol()
-        return self
 
     def _compute_sobol(self) -> None:
         # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)

@@ -164,9 +164,9 @@ def terms_indices(terms, names) -> list[tuple[int, ...]]:
     return terms
 
 
-def check_oak_params(est, booleans=("clip_inputs", "order_variance_prior")) -> None:
-    """Check the parameters every OAK estimator has (``est``'s attributes) and the
-    True/False parameters named in ``booleans``."""
+def check_oak_params(est, booleans=("clip_inputs", "order_variance_prior"), flows=("auto",)) -> None:
+    """Check the parameters every OAK estimator has (``est``'s attributes), the
+    True/False parameters named in ``booleans`` and ``flow`` (a bool or one of ``flows``)."""
     if est.measure not in MEASURES:
         raise ValueError(f"measure must be one of {MEASURES}, got {est.measure!r}.")
     _check_handle_unknown(est.handle_unknown)
@@ -177,8 +177,8 @@ def check_oak_params(est, booleans=("clip_inputs", "order_variance_prior")) -> N
         raise ValueError(f"sobol_threshold must be in (0, 1], got {est.sobol_threshold!r}.")
     if not isinstance(est.max_sobol_terms, numbers.Integral) or est.max_sobol_terms < 1:
         raise ValueError(f"max_sobol_terms must be a positive integer, got {est.max_sobol_terms!r}.")
-    if not (isinstance(est.flow, (bool, np.bool_)) or (isinstance(est.flow, str) and est.flow == "auto")):
-        raise ValueError(f"flow must be True, False or 'auto', got {est.flow!r}.")
+    if not (isinstance(est.flow, (bool, np.bool_)) or (isinstance(est.flow, str) and est.flow in flows)):
+        raise ValueError(f"flow must be True, False or {' or '.join(repr(f) for f in flows)}, got {est.flow!r}.")
     for name in booleans:
         if not isinstance(getattr(est, name), (bool, np.bool_)):
             raise ValueError(f"{name} must be True or False, got {getattr(est, name)!r}.")
