@@ -334,7 +334,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         return model
 
     def _copy_warm(self, previous, model) -> None:
-        """A warm start, and the refit at a higher order: the matching parameters, and order variances
+        r"""A warm start, and the refit at a higher order: the matching parameters, and order variances
         :math:`\sigma_0^2, \dots, \sigma_{R'}^2` of the previous fit (order :math:`R'`) with every higher
         order starting at :data:`RAISED_ORDER_START` :math:`\times\, \sigma_{R'}^2`, so that the refit begins
         next to the model it extends instead of at the authors' start of the order variances."""
