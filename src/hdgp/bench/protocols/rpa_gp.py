@@ -74,7 +74,7 @@ FIG5 = Protocol(
     datasets=tuple(DatasetSpec(f"sin-sum-n{n}", loader_name="sin-sum", kwargs={"n": n, "d": 100}) for n in _FIG5_N),
     models=(ModelSpec("RPA-GP-SKI", "RPA-GP-1", {"inference": "ski"}), ModelSpec("RBF (Cholesky)", "RBF-ARD",
                                                                                   {"inference": "exact"})),
-    splits=(0,),
+    splits=(0, 1, 2),
     metrics=("rmse",),
     estimator_params={"optimizer": "adam", "max_iter": 120},
     notes=("y = sum_i sin(x_i) + 0.01 eps, x ~ N(0, I_100), 120 Adam iterations, 20 1-D projections with SKI "
