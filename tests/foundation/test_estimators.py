@@ -133,7 +133,7 @@ def test_bad_predict_input():
 
 @pytest.mark.parametrize("params, match", [
     ({"kernel": "nope"}, "kernel must be one of"),
-    ({"optimizer": "sgd"}, "optimizer must be"),
+    ({"optimizer": "sgd"}, "'optimizer' parameter of .* must be a str among"),
     ({"noise_lower_bound": 0.0}, "noise_lower_bound"),
     ({"inference": "magic"}, "inference must be"),
     ({"dtype": "float16"}, "dtype must be"),
@@ -181,4 +181,7 @@ def test_fit_does_not_depend_on_the_global_torch_default_dtype(name):
             results.append(est.predict_proba(X) if classifier else est.predict(X))
     finally:
         torch.set_default_dtype(previous)
-    np.testing.assert_array_equal(*results)
+    # a parameter made in float32 moves predictions by ~1e-7; the classifiers' profiled q(v) iteration
+    # differs by ~1e-12 between two identical fits in one process (its stopping test amplifies
+    # last-bit differences of the linear algebra), so they are compared to 1e-9, the rest exactly
+    np.testing.assert_allclose(*results, rtol=1e-9 if classifier else 0, atol=0)

@@ -54,7 +54,7 @@ def test_without_warm_start_or_with_another_engine_the_fit_starts_afresh():
 
 
 def test_warm_start_must_be_a_bool():
-    with pytest.raises(ValueError, match="warm_start must be True or False"):
+    with pytest.raises(ValueError, match="'warm_start' parameter of .* must be an instance of 'bool'"):
         _fit(hdgp.GPRegressor(warm_start="yes"))
 
 

@@ -329,13 +329,13 @@ _FIXED_SIGP = dict(rank=1, lengthscale=1.0, eta=1e-3)
 
 
 @pytest.mark.parametrize("make, message", [
-    (lambda: hdgp.GPRegressor(max_iter=True), "max_iter must be None or a positive integer, got True"),
-    (lambda: hdgp.GPRegressor(n_restarts=True), "n_restarts must be a non-negative integer"),
+    (lambda: hdgp.GPRegressor(max_iter=True), r"'max_iter' parameter of GPRegressor must be an int in the range \[1, inf\) or None, not a bool. Got True"),
+    (lambda: hdgp.GPRegressor(n_restarts=True), r"'n_restarts' parameter of GPRegressor must be an int in the range \[0, inf\)"),
     (lambda: hdgp.GPRegressor(inference="ski"), "does not support inference='ski'"),
     (lambda: hdgp.ProjectedAdditiveGPRegressor(2.5), "n_projections must be an integer >= 1, got 2.5"),
     (lambda: hdgp.ProjectedAdditiveGPRegressor(n_direction_sets=True), "n_direction_sets must be a positive"),
-    (lambda: hdgp.GPClassifier(max_iter=True), "max_iter must be None or a positive integer"),
-    (lambda: hdgp.GPClassifier(n_inducing=True), "n_inducing must be a positive integer"),
+    (lambda: hdgp.GPClassifier(max_iter=True), "'max_iter' parameter of GPClassifier must be an int .* not a bool"),
+    (lambda: hdgp.GPClassifier(n_inducing=True), "'n_inducing' parameter of GPClassifier must be an int .* not a bool"),
     (lambda: hdgp.SIGPRegressor(max_kernel_rank=0, **_FIXED_SIGP), "max_kernel_rank must be None or a positive"),
     (lambda: hdgp.SIGPRegressor(tol="x", **_FIXED_SIGP), "tol must be a non-negative float"),
     (lambda: hdgp.SIGPRegressor(kernel_tol=-1, **_FIXED_SIGP), r"kernel_tol must be a float in \[0, 1\)"),

@@ -13,6 +13,7 @@ import functools
 import numbers
 import os
 from contextlib import contextmanager
+from numbers import Real
 
 import numpy as np
 import torch
@@ -32,6 +33,7 @@ from ..inference.engines import ENGINE_REGISTRY, check_inference, engine_of, res
 from ..inference.inducing import kmeans_inducing_points
 from ..priors import smoothed_box_noise_prior
 from ..training import FitResult, fit_hyperparameters
+from ._constraints import COUNT, POSITIVE_COUNT, Interval, StrOptions, validate_constraints
 from ._numeric_input import fill_missing, validate_numeric
 from ._pickle_version import VersionedPickle
 from ._predictive import PredictiveDistribution
@@ -253,7 +255,19 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         Only when ``X`` was a DataFrame with string column names.
     """
 
-    _parameter_constraints: dict = {}
+    #: scikit-learn's declaration of the shared constructor rules (checked by
+    #: :func:`~hdgp.estimators._constraints.validate_constraints` in ``fit``); ``inference`` is
+    #: the engine registry's, ``dtype``/``device`` torch's.
+    _parameter_constraints: dict = {
+        "noise_lower_bound": [Interval(Real, 0, 1, closed="neither")],
+        "optimizer": [StrOptions({"lbfgs", "adam"})],
+        "max_iter": [POSITIVE_COUNT, None],
+        "warm_start": ["boolean"],
+        "n_restarts": [COUNT],
+        "noise_prior": [None, StrOptions({"smoothed-box"}), Prior],
+        "n_inducing": [POSITIVE_COUNT],
+        "batch_size": [POSITIVE_COUNT, None],
+    }
     #: Whether the inputs may hold missing values (NaN); only OAK's kernel marginalises them.
     _takes_missing: bool = False
     #: What the estimator needs of its engine (keywords of :func:`~hdgp.inference.engines.allowed_inference`).
@@ -266,28 +280,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
 
     # ------------------------------------------------------------- validation
     def _validate_common_params(self) -> None:
-        if not isinstance(self.noise_lower_bound, numbers.Real) or not (0 < self.noise_lower_bound < 1):
-            raise ValueError(
-                f"noise_lower_bound must be a float in (0, 1) (a variance of the standardised "
-                f"target), got {self.noise_lower_bound!r}."
-            )
-        if self.optimizer not in ("lbfgs", "adam"):
-            raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}.")
-        if self.max_iter is not None and (not _is_int(self.max_iter) or self.max_iter < 1):
-            raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
-        if not isinstance(self.warm_start, (bool, np.bool_)):
-            raise ValueError(f"warm_start must be True or False, got {self.warm_start!r}.")
-        if not _is_int(self.n_restarts) or self.n_restarts < 0:
-            raise ValueError(f"n_restarts must be a non-negative integer, got {self.n_restarts!r}.")
-        if not (self.noise_prior is None or self.noise_prior == "smoothed-box" or isinstance(self.noise_prior, Prior)):
-            raise ValueError(
-                f"noise_prior must be None, 'smoothed-box' or a gpytorch Prior, got {self.noise_prior!r}."
-            )
+        validate_constraints(self)
         check_inference(self.inference, type(self).__name__, **self._engine_needs)
-        if not _is_int(self.n_inducing) or self.n_inducing < 1:
-            raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
-        if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
-            raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import math
 import numbers
+from numbers import Real
 
 import numpy as np
 import torch
@@ -37,7 +38,8 @@ from .._scaling import StandardizedInputs
 from .._threads import thread_budget
 from ..inference.engines import check_inference
 from ..inference.variational import SVGPModel, fit_svgp
-from ._base import _default_dtype, _is_int, atomic_fit, resolve_device, resolve_dtype
+from ._base import _default_dtype, atomic_fit, resolve_device, resolve_dtype
+from ._constraints import POSITIVE_COUNT, Interval, StrOptions, validate_constraints
 from ._class_weight import class_weights, fitted_class_weights, reweight_proba
 from ._numeric_input import check_class_labels, fill_missing, validate_numeric
 from ._pickle_version import VersionedPickle
@@ -150,6 +152,19 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
     #: Rows up to which ``optimizer="auto"`` takes full-batch L-BFGS (:data:`FULL_BATCH_MAX_ROWS`).
     _full_batch_max_rows = FULL_BATCH_MAX_ROWS
 
+    #: scikit-learn's declaration of the constructor rules (checked in ``fit``); ``kernel``,
+    #: ``inference`` and ``lr`` have their own checks. A natural-gradient step of 1 is the exact
+    #: variational update of a conjugate model; beyond it the step overshoots, and with a Bernoulli
+    #: likelihood the ELBO turns non-finite within a few steps.
+    _parameter_constraints: dict = {
+        "n_inducing": [POSITIVE_COUNT],
+        "batch_size": [POSITIVE_COUNT, None],
+        "optimizer": [StrOptions({"auto", "lbfgs", "adam"})],
+        "max_iter": [POSITIVE_COUNT, None],
+        "ngd_lr": [Interval(Real, 0, 1, closed="right")],
+        "learn_inducing": ["boolean"],
+    }
+
     def __init__(self, kernel="rbf-ard", *, inference="variational", n_inducing=200, batch_size=None,
                  optimizer="auto", max_iter=None, lr=0.05, ngd_lr=0.1, learn_inducing=True, class_weight=None,
                  random_state=None, device=None, dtype="float64", verbose=False):
@@ -176,25 +191,13 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         elif not isinstance(self.kernel, Kernel):
             raise ValueError(f"kernel must be a string or a gpytorch.kernels.Kernel, got {type(self.kernel).__name__}.")
 
-    def _validate_params(self) -> None:
+    def _check_params(self) -> None:
+        validate_constraints(self)
         self._validate_kernel()
         check_inference(self.inference, type(self).__name__, classification=True)
-        if not _is_int(self.n_inducing) or self.n_inducing < 1:
-            raise ValueError(f"n_inducing must be a positive integer, got {self.n_inducing!r}.")
-        if self.batch_size is not None and (not _is_int(self.batch_size) or self.batch_size < 1):
-            raise ValueError(f"batch_size must be None or a positive integer, got {self.batch_size!r}.")
-        if self.optimizer not in ("auto", "lbfgs", "adam"):
-            raise ValueError(f"optimizer must be 'auto', 'lbfgs' or 'adam', got {self.optimizer!r}.")
-        if self.max_iter is not None and (not _is_int(self.max_iter) or self.max_iter < 1):
-            raise ValueError(f"max_iter must be None or a positive integer, got {self.max_iter!r}.")
+        # an Interval without an upper end admits inf, which would turn the first step's loss NaN
         if not isinstance(self.lr, numbers.Real) or not 0 < self.lr < math.inf:
             raise ValueError(f"lr must be a positive float, got {self.lr!r}.")
-        # a natural-gradient step of 1 is the exact variational update of a conjugate model; beyond it
-        # the step overshoots, and with a Bernoulli likelihood the ELBO turns non-finite within a few steps
-        if not isinstance(self.ngd_lr, numbers.Real) or not 0 < self.ngd_lr <= 1:
-            raise ValueError(f"ngd_lr must be a float in (0, 1], got {self.ngd_lr!r}.")
-        if not isinstance(self.learn_inducing, (bool, np.bool_)):
-            raise ValueError(f"learn_inducing must be True or False, got {self.learn_inducing!r}.")
         resolve_dtype(self.dtype)
         resolve_device(self.device)
 
@@ -251,7 +254,7 @@ class GPClassifier(LearnedRepr, ClassifierMixin, StandardizedInputs, VersionedPi
         """
         X, y = self._check_X(X, y, fit=True)
         check_class_labels(y)
-        self._validate_params()
+        self._check_params()
         self.classes_, codes = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise ValueError(
