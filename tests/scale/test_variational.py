@@ -281,3 +281,34 @@ def test_profiled_elbo_gradient_matches_finite_differences():
     (grad,) = torch.autograd.grad(loss, raw)
     fd = (profiled(x0 + h).item() - profiled(x0 - h).item()) / (2 * h)
     assert grad[0, 1].item() == pytest.approx(fd, rel=1e-4, abs=1e-6)
+
+
+def test_anderson_least_squares_does_not_depend_on_leftover_heap_memory():
+    # the Anderson step of the inner q(v) solve is a function of its inputs alone: the least-squares
+    # coefficients are bitwise the same whatever small blocks were freed just before (LAPACK's gelsy,
+    # torch.linalg.lstsq's default driver on the CPU, reads its pivot array as input, and PyTorch
+    # allocates it uninitialised, so a pivoted solve would pick up whatever was left there)
+    from hdgp.inference.variational import _anderson_coefficients
+
+    gen = torch.Generator().manual_seed(0)
+    dF = torch.randn(80, 2, generator=gen, dtype=torch.float64)
+    dF[:, 1] += 3.0 * dF[:, 0]  # correlated columns, as successive residual differences are
+    f = torch.randn(80, generator=gen, dtype=torch.float64)
+    results = []
+    previous = torch.are_deterministic_algorithms_enabled()
+    try:
+        for fill_empty in (False, True):  # True: PyTorch fills uninitialised integers with their maximum
+            torch.use_deterministic_algorithms(fill_empty)
+            for fill in range(-2, 3):
+                for size in range(1, 17):
+                    for count in (1, 2, 5):
+                        junk = [torch.full((size,), fill, dtype=torch.int32) for _ in range(count)]
+                        del junk  # freed blocks for the next small allocations
+                        results.append(_anderson_coefficients(dF, f))
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    for r in results[1:]:
+        assert torch.equal(r, results[0])
+    # and they are the least-squares solution (the normal equations, well conditioned here)
+    exact = torch.linalg.solve(dF.T @ dF, dF.T @ f)
+    torch.testing.assert_close(results[0], exact, rtol=1e-10, atol=0)
