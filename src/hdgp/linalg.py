@@ -10,7 +10,7 @@ from scipy.linalg import lapack
 from ._threads import blas_libraries
 from .exceptions import NotPositiveDefiniteError, NumericalWarning
 
-__all__ = ["folded_inverse", "robust_cholesky"]
+__all__ = ["folded_inverse", "min_norm_lstsq", "robust_cholesky"]
 
 #: Jitter levels tried in turn, relative to the mean diagonal of the matrix.
 _RELATIVE_JITTERS = (0.0, 1e-10, 1e-8, 1e-6, 1e-4)
@@ -126,3 +126,15 @@ def _lapack_on_copy(A: torch.Tensor, name: str, **options) -> tuple[torch.Tensor
 
 
 _LAPACK_PREFIX = {torch.float64: "d", torch.float32: "s"}
+
+
+def min_norm_lstsq(dF: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
+    r"""Minimum-norm :math:`\gamma = \arg\min_\gamma \lVert f - \Delta F\,\gamma\rVert_2` (e.g. the coefficients of an
+    Anderson step, Walker & Ni 2011: the least-squares problem in differences of the residuals).
+
+    On the CPU by the SVD driver ``gelsd``: the default ``gelsy`` (QR with column pivoting) reads its
+    pivot array as input, and :func:`torch.linalg.lstsq` leaves that array uninitialised, so its result
+    would depend on leftover memory; on CUDA by ``gels``, the only driver there.
+    """
+    driver = "gelsd" if dF.device.type == "cpu" else None
+    return torch.linalg.lstsq(dF, f.unsqueeze(-1), driver=driver).solution.squeeze(-1)

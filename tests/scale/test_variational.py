@@ -288,7 +288,7 @@ def test_anderson_least_squares_does_not_depend_on_leftover_heap_memory():
     # coefficients are bitwise the same whatever small blocks were freed just before (LAPACK's gelsy,
     # torch.linalg.lstsq's default driver on the CPU, reads its pivot array as input, and PyTorch
     # allocates it uninitialised, so a pivoted solve would pick up whatever was left there)
-    from hdgp.inference.variational import _anderson_coefficients
+    from hdgp.linalg import min_norm_lstsq
 
     gen = torch.Generator().manual_seed(0)
     dF = torch.randn(80, 2, generator=gen, dtype=torch.float64)
@@ -304,7 +304,7 @@ def test_anderson_least_squares_does_not_depend_on_leftover_heap_memory():
                     for count in (1, 2, 5):
                         junk = [torch.full((size,), fill, dtype=torch.int32) for _ in range(count)]
                         del junk  # freed blocks for the next small allocations
-                        results.append(_anderson_coefficients(dF, f))
+                        results.append(min_norm_lstsq(dF, f))
     finally:
         torch.use_deterministic_algorithms(previous)
     for r in results[1:]:

@@ -57,7 +57,7 @@ from gpytorch.variational import (
 from tqdm.auto import tqdm
 
 from ..exceptions import ConvergenceWarning, NotPositiveDefiniteError, NumericalWarning
-from ..linalg import robust_cholesky
+from ..linalg import min_norm_lstsq, robust_cholesky
 from ..training import FitResult, fit_hyperparameters
 from ._gaussian import ConstantMeanPriors
 from .inducing import InducingPosterior, kmeans_inducing_points
@@ -320,7 +320,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
             if len(history_f) > 1:  # Anderson (type II): the combination of the last maps with least residual
                 dF = torch.stack([b - a for a, b in zip(history_f, history_f[1:])], 1)
                 dG = torch.stack([b - a for a, b in zip(history_g, history_g[1:])], 1)
-                gamma = _anderson_coefficients(dF, f)
+                gamma = min_norm_lstsq(dF, f)
                 trial = gx - dG @ gamma
                 trial[:n].clamp_(min=0.0)
             else:
@@ -400,18 +400,6 @@ def _rows(A, index, ref: torch.Tensor) -> torch.Tensor:
     if isinstance(A, torch.Tensor):
         return A[index].to(device=ref.device, dtype=ref.dtype)
     return torch.as_tensor(np.asarray(A[index]), dtype=ref.dtype, device=ref.device)
-
-
-def _anderson_coefficients(dF: torch.Tensor, f: torch.Tensor) -> torch.Tensor:
-    r"""Minimum-norm :math:`\gamma = \arg\min_\gamma \lVert f - \Delta F\,\gamma\rVert_2` of an Anderson step
-    (Walker & Ni 2011, the least-squares problem in differences of the residuals).
-
-    On the CPU by the SVD driver ``gelsd``: the default ``gelsy`` (QR with column pivoting) reads its
-    pivot array as input, and :func:`torch.linalg.lstsq` leaves that array uninitialised, so its result
-    would depend on leftover memory; on CUDA by ``gels``, the only driver there.
-    """
-    driver = "gelsd" if dF.device.type == "cpu" else None
-    return torch.linalg.lstsq(dF, f.unsqueeze(-1), driver=driver).solution.squeeze(-1)
 
 
 def _snapshot(model: torch.nn.Module) -> dict:

@@ -157,14 +157,17 @@ def _rejected_parameter(exc: Exception, params, accepted) -> str | None:
     """The user-set parameter whose value ``exc`` rejects, else None.
 
     hdgp estimators validate their constructor arguments in ``fit`` and name the
-    argument first (``"n_projections must be an integer >= 1, got 0."``), so a
-    ``ValueError``/``TypeError`` that opens with ``"<name> "`` for an overridden
-    parameter the candidate has is taken to be about that value.
+    argument first: their own checks (``"n_projections must be an integer >= 1, got 0."``)
+    and scikit-learn's ``_parameter_constraints`` (``"The 'noise_lower_bound' parameter of
+    GPRegressor must be ..."``). So a ``ValueError``/``TypeError`` that opens with ``"<name> "``
+    or ``"The '<name>' parameter "`` for an overridden parameter the candidate has is taken to
+    be about that value.
     """
     if not isinstance(exc, (ValueError, TypeError)):
         return None
     message = str(exc)
-    return next((p for p in (params or {}) if p in accepted and message.startswith(f"{p} ")), None)
+    return next((p for p in (params or {}) if p in accepted
+                 and (message.startswith(f"{p} ") or message.startswith(f"The {p!r} parameter "))), None)
 
 
 def select_model(X, y, schema, *, params=None, random_state=0, progress=None, candidates=None):
