@@ -67,7 +67,6 @@ __all__ = ["SVGPModel", "fit_svgp"]
 #: Gauss–Hermite nodes of the Bernoulli expectation (GPyTorch's default, so both ELBOs agree).
 _GH_NODES = 20
 
-
 #: Minibatch size :func:`fit_svgp` uses when none is given (``min(DEFAULT_BATCH_SIZE, n)``).
 DEFAULT_BATCH_SIZE = 1024
 
@@ -200,9 +199,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         if self.likelihood_name == "gaussian":
             noise = self.likelihood.noise.reshape(())
             return -0.5 * torch.log(2 * math.pi * noise) - ((y - mu) ** 2 + var) / (2 * noise)
-        t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
-        t = torch.as_tensor(t, dtype=mu.dtype, device=mu.device)
-        w = torch.as_tensor(w / math.sqrt(math.pi), dtype=mu.dtype, device=mu.device)
+        t, w = _gauss_hermite(mu)
         f = mu.unsqueeze(-1) + torch.sqrt(2.0 * var).unsqueeze(-1) * t
         return (torch.special.log_ndtr((2.0 * y - 1.0).unsqueeze(-1) * f) * w).sum(-1)
 
@@ -216,11 +213,9 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         """
         if self.likelihood_name == "gaussian":
             noise = self.likelihood.noise.reshape(()).detach()
-            expected = (-0.5 * torch.log(2 * math.pi * noise) - ((y - mu) ** 2 + var) / (2 * noise)).sum()
+            expected = self._expected_log_lik(mu, var, y).sum().detach()
             return expected, (y - mu) / noise, torch.full_like(var, -0.5) / noise
-        t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
-        t = torch.as_tensor(t, dtype=mu.dtype, device=mu.device)
-        w = torch.as_tensor(w / math.sqrt(math.pi), dtype=mu.dtype, device=mu.device)
+        t, w = _gauss_hermite(mu)
         sign = (2.0 * y - 1.0).unsqueeze(-1)
         root = torch.sqrt(2.0 * var).unsqueeze(-1)
         z = sign * (mu.unsqueeze(-1) + root * t)
@@ -393,6 +388,14 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         noise = self.noise.clone() if self.noise is not None else None
         return InducingPosterior(self.kernel, Z, L, alpha, R.T.contiguous(), self.constant.clone(), noise,
                                  jitter + extra)
+
+
+def _gauss_hermite(ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    r"""Gauss–Hermite nodes :math:`t_k` and weights :math:`w_k/\sqrt\pi` (:math:`\mathbb E_{N(0,1)}[g] \approx
+    \sum_k w_k g(\sqrt2 t_k)/\sqrt\pi`), :data:`_GH_NODES` of them, in ``ref``'s dtype and device."""
+    t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
+    return torch.as_tensor(t, dtype=ref.dtype, device=ref.device), torch.as_tensor(
+        w / math.sqrt(math.pi), dtype=ref.dtype, device=ref.device)
 
 
 def _rows(A, index, ref: torch.Tensor) -> torch.Tensor:
