@@ -123,6 +123,27 @@ def test_degree_above_the_number_of_features_warns_and_fits():
     assert np.sqrt(np.mean((est.predict(X) - y) ** 2)) < 0.2 * y.std()
 
 
+def test_n_projections_none_chooses_the_number_of_directions_from_the_rows():
+    """``n_projections=None`` with an integer degree: MORE_DIRECTIONS directions for n within
+    MORE_DIRECTIONS_ROWS, DEFAULT_DIRECTIONS outside; the fitted J is ``n_projections_``; the parameter
+    itself is not changed by fit (scikit-learn's contract)."""
+    from hdgp.estimators.projected import DEFAULT_DIRECTIONS, MORE_DIRECTIONS, MORE_DIRECTIONS_ROWS
+
+    low, high = MORE_DIRECTIONS_ROWS
+    assert MORE_DIRECTIONS > DEFAULT_DIRECTIONS
+    est = ProjectedAdditiveGPRegressor(None, random_state=0)
+    assert [len(est._degrees(n)) for n in (low - 1, low, high, high + 1)] == \
+        [DEFAULT_DIRECTIONS, MORE_DIRECTIONS, MORE_DIRECTIONS, DEFAULT_DIRECTIONS]
+    X, y = _data(n=low)
+    est.set_params(max_iter=3).fit(X, y)
+    assert est.n_projections is None and est.n_projections_ == MORE_DIRECTIONS
+    assert est.projections_.shape == (MORE_DIRECTIONS, 4)
+    assert est.fit(X[:40], y[:40]).n_projections_ == DEFAULT_DIRECTIONS
+    assert ProjectedAdditiveGPRegressor(7, max_iter=3, random_state=0).fit(X, y).n_projections_ == 7
+    with pytest.raises(ValueError, match="n_projections"):  # a list of groups fixes J itself
+        ProjectedAdditiveGPRegressor(5, degree=[(2, 1), (2, 2)], directions="random").fit(X, y)
+
+
 def test_ard_accepts_numpy_bools():
     """A parameter grid built from a NumPy array hands ``ard`` over as ``np.bool_``."""
     X, y = _data(n=20)

@@ -37,6 +37,14 @@ PROJECTED_EXACT_MAX_N = 3000
 SUBSET_START_ROWS = 1000
 #: ... whose length-scales are capped at this many times their generic start before the fit on all rows.
 SUBSET_LENGTHSCALE_CAP = 10.0
+#: ``n_projections=None`` with an integer ``degree``: this many sub-kernels for a number of training
+#: rows within :data:`MORE_DIRECTIONS_ROWS` ...
+MORE_DIRECTIONS = 50
+#: ... (at most 1,000 rows: 50 directions there cost the kernel work of 20 on 1,581 rows; at least 250:
+#: below, the marginal likelihood of a few hundred points does not pin the richer sum down) ...
+MORE_DIRECTIONS_ROWS = (250, 1000)
+#: ... and this many otherwise (the paper's J).
+DEFAULT_DIRECTIONS = 20
 
 
 class ProjectedAdditiveGPRegressor(BaseGPRegressor):
@@ -54,7 +62,11 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     Parameters
     ----------
     n_projections : int or None, default=20
-        Number of sub-kernels :math:`J` (None when ``degree`` lists groups).
+        Number of sub-kernels :math:`J` (None when ``degree`` lists groups). None with an integer
+        ``degree``: chosen from the number of training rows n, :data:`MORE_DIRECTIONS` for n within
+        :data:`MORE_DIRECTIONS_ROWS` and :data:`DEFAULT_DIRECTIONS` (the paper's J) otherwise. More
+        directions bring the sum closer to its :math:`J \to \infty` limit kernel (Sec. 4.1,
+        Corollary 1) at no extra hyper-parameter under -ARD; each costs O(n²) per exact evaluation.
     degree : int or sequence of (count, degree) pairs, default=1
         Sub-kernel degrees :math:`D_j`, e.g. ``[(4, 1), (4, 2), (4, 3)]`` for RPA-GP-2. Random
         directions of a degree above the number of features warn (the paper ran RPA-GP-3 so on
@@ -98,6 +110,8 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
 
     Attributes
     ----------
+    n_projections_ : int
+        Number of sub-kernels :math:`J` of the fitted model.
     projections_ : torch.Tensor of shape (sum(degrees), n_features)
         The fixed directions (rows of every :math:`P^{(j)}`).
     degrees_ : tuple of int
@@ -150,8 +164,14 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
         self.dtype = dtype
         self.verbose = verbose
 
-    def _degrees(self) -> tuple[int, ...]:
-        return expand_degrees(self.degree, self.n_projections)
+    def _degrees(self, n: int | None = None) -> tuple[int, ...]:
+        """One degree per sub-kernel; ``n`` (training rows) resolves ``n_projections=None`` with an integer
+        ``degree`` (without it, to :data:`DEFAULT_DIRECTIONS`: the checks need only the degrees)."""
+        J = self.n_projections
+        if J is None and _is_int(self.degree):
+            low, high = MORE_DIRECTIONS_ROWS
+            J = MORE_DIRECTIONS if n is not None and low <= n <= high else DEFAULT_DIRECTIONS
+        return expand_degrees(self.degree, J)
 
     def _validate_params_extra(self) -> None:
         degrees = self._degrees()
@@ -236,12 +256,13 @@ class ProjectedAdditiveGPRegressor(BaseGPRegressor):
     def _record_candidates(self, model, losses: dict) -> None:
         projected = model.kernel.base_kernel
         self.projections_, self.degrees_ = projected.projections, projected.degrees
+        self.n_projections_ = len(projected.degrees)
         self.min_pairwise_angle_ = min_pairwise_angle(projected.projections)
         self.direction_set_losses_ = list(losses.values())
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
         d = X.shape[-1]
-        degrees = self._degrees()
+        degrees = self._degrees(X.shape[0])
         if max(degrees) > d:  # only random directions reach here (diverse ones are 1-D)
             warnings.warn(
                 f"degree {max(degrees)} exceeds the number of features ({d}): each such sub-kernel is an RBF "

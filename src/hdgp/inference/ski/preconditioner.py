@@ -44,13 +44,24 @@ def _nystrom_grid_root(col: torch.Tensor, E: torch.Tensor, jitter: float = 1e-8)
     :math:`G_j G_j^\\top = T_j E_j (E_j^\\top T_j E_j)^{-1} E_j^\\top T_j \\preceq T_j` for a fixed
     basis ``E`` (m, r); differentiable in ``col``. :math:`L_j^{-\\top}` is upper triangular, so the
     first :math:`k` columns of :math:`G_j` are the root for the first :math:`k` basis vectors alone.
+
+    Computed in float64 whatever the dtype of ``col`` (J m r operations, small beside a CG solve),
+    with the jitter at least 10 units of roundoff of that dtype (the error of ``col`` itself): the
+    DCT modes kept for a long length-scale have eigenvalues of :math:`T_j` down to about
+    :math:`e^{-\\pi^2 k^2 / 2}` times the largest, below float32's resolution after two or three
+    modes, so that :math:`E_j^\\top T_j E_j` formed in float32 is not positive definite even at
+    ordinary hyper-parameters. The jitter only shrinks :math:`G_j G_j^\\top` further below
+    :math:`T_j`. The root is returned in the dtype of ``col``.
     """
+    dtype = col.dtype
+    jitter = max(jitter, 10 * torch.finfo(dtype).eps)
+    col, E = col.double(), E.double()
     E = E.expand(col.shape[0], *E.shape[-2:])
     TE = _toeplitz_matmul(col, E)
     C = E.transpose(-1, -2) @ TE
     C = C + jitter * C.diagonal(dim1=-2, dim2=-1).amax(-1)[:, None, None] * torch.eye(C.shape[-1]).to(C)
     L = _preconditioner_cholesky(C)
-    return torch.linalg.solve_triangular(L, TE.transpose(-1, -2), upper=False).transpose(-1, -2)
+    return torch.linalg.solve_triangular(L, TE.transpose(-1, -2), upper=False).transpose(-1, -2).to(dtype)
 
 
 def _preconditioner_column_cap(n: int) -> int:
