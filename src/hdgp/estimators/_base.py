@@ -482,8 +482,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         default): trained on all rows from the generic start."""
         return None
 
-    def _polish_ftol(self) -> float | None:
-        """L-BFGS's relative tolerance of the polish after a subset start (None: the default's)."""
+    def _polish_ftol(self) -> float | None:  # L-BFGS's relative tolerance of that polish (None: the default)
         return None
 
     def _copy_warm(self, previous, model) -> None:
@@ -512,12 +511,13 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                                    n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
                                    desc=desc or "fitting hyperparameters", ftol=ftol)
 
-    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor, size: int = SUBSET_INIT_ROWS):
-        """Fit an exact GP sharing ``model``'s kernel on ``size`` random rows (:data:`SUBSET_INIT_ROWS`).
+    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor, size: int | None = None):
+        """Fit an exact GP sharing ``model``'s kernel on ``size`` random rows (None: :data:`SUBSET_INIT_ROWS`).
 
         The kernel module is shared, so its fitted hyperparameters are the sparse
         model's starting point; noise and constant mean are copied over.
         """
+        size = SUBSET_INIT_ROWS if size is None else size
         rows = np.sort(np.random.default_rng(self._fit_seed_).choice(X.shape[0], size, replace=False))
         rows = torch.as_tensor(rows, device=X.device)
         exact = ExactGPModel(model.kernel, noise_lower_bound=self.noise_lower_bound,
