@@ -20,7 +20,7 @@ def additive_data(n, seed=0, d=3):
 
 
 def test_subset_start_polishes_to_the_optimum_of_the_full_fit(monkeypatch):
-    """Above SUBSET_FIT_MIN_ROWS rows an exact fit is trained on SUBSET_FIT_ROWS random rows first and
+    """Above SUBSET_FIT_MIN_ROWS rows an exact fit is trained on a random subset of the rows first and
     polished on all rows: it must end at the optimum the fit on all rows reaches from the generic start
     (the same MAP objective per row to the polish's tolerance), in fewer evaluations on all rows."""
     X, y = additive_data(240)
@@ -29,6 +29,7 @@ def test_subset_start_polishes_to_the_optimum_of_the_full_fit(monkeypatch):
     assert full.start_ == "generic" and full.init_result_ is None
     monkeypatch.setattr(oak_module, "SUBSET_FIT_MIN_ROWS", 200)
     monkeypatch.setattr(oak_module, "SUBSET_FIT_ROWS", 120)
+    monkeypatch.setattr(oak_module, "SUBSET_FIT_FRACTION", 0.5)
     sub = OAKRegressor(max_order=2, random_state=0, inference="exact").fit(X, y)
     assert sub.start_ == "subset" and sub.init_result_.n_evaluations > 0
     assert sub.fit_result_.loss == pytest.approx(full.fit_result_.loss, abs=1e-3)

@@ -53,17 +53,20 @@ FLOW_CHOICE_MAX_ROWS = 500
 #: Accepted string values of ``flow`` (besides True and False).
 FLOWS = ("auto", "choose")
 #: An exact fit (from its start, not a warm one) on more than this many rows first fits the
-#: hyper-parameters on :data:`SUBSET_FIT_ROWS` random rows (an evaluation costs O(n^2 D R + n^3)), then
+#: hyper-parameters on a random subset of the rows (an evaluation costs O(n^2 D R + n^3)), then
 #: polishes them on all rows with L-BFGS's relative tolerance at :data:`POLISH_FTOL`: the optimum of the
 #: same kernel on fewer rows is close to the full one, which then needs few evaluations. Smaller fits
 #: gain little from it and train on all rows from their start (the subset can also leave the basin of a
 #: start, e.g. ``low_noise_start`` on nearly noise-free data). Measurements:
 #: benchmarks/results/oak-defaults/README.md.
 SUBSET_FIT_MIN_ROWS = 800
-#: Rows of that subset fit.
+#: Rows of that subset fit: this fraction of the training rows, at least :data:`SUBSET_FIT_ROWS` (a smaller
+#: subset of a nearly noise-free table can end in another basin, which the polish keeps).
+SUBSET_FIT_FRACTION = 0.6
+#: The fewest rows of that subset fit.
 SUBSET_FIT_ROWS = 500
 #: L-BFGS's relative tolerance on the objective while polishing the subset fit on all rows.
-POLISH_FTOL = 1e-4
+POLISH_FTOL = 1e-5
 #: In that refit, each added order's variance starts at this fraction of the first fit's top-order
 #: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
 #: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
@@ -166,7 +169,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         ``"variational"``: minibatch SVGP (natural gradients + Adam; ``optimizer`` and
         ``n_restarts`` do not apply). ``"auto"``: exact up to 5000 training rows, sparse
         beyond. An exact fit on more than :data:`SUBSET_FIT_MIN_ROWS` rows fits the hyper-parameters
-        on :data:`SUBSET_FIT_ROWS` random rows first and polishes them on all rows
+        on a random :data:`SUBSET_FIT_FRACTION` of the rows (at least :data:`SUBSET_FIT_ROWS`) first
+        and polishes them on all rows
         (``start_ = "subset"``, the subset fit's diagnostics in ``init_result_``). With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
         so the Sobol indices and component means are OAK eqs. 13–14 with :math:`X \to Z`;
         component variances use the whole :math:`q(f(Z))`
@@ -378,7 +382,7 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         return len(self._starts())
 
     def _exact_subset_rows(self, n: int) -> int | None:
-        return SUBSET_FIT_ROWS if n > SUBSET_FIT_MIN_ROWS else None
+        return max(SUBSET_FIT_ROWS, round(SUBSET_FIT_FRACTION * n)) if n > SUBSET_FIT_MIN_ROWS else None
 
     def _polish_ftol(self) -> float | None:
         return POLISH_FTOL
