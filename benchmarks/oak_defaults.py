@@ -129,7 +129,10 @@ def run_one(dataset: str, model: str, params: dict, split: int, cap: int) -> dic
     var = np.maximum(std ** 2, 1e-12)
     record["rmse"] = float(np.sqrt(np.mean((mean - yte) ** 2)))
     record["nlpd"] = float(np.mean(0.5 * np.log(2 * math.pi * var) + 0.5 * (mean - yte) ** 2 / var))
-    for attr in ("inference_", "max_order_", "n_iter_", "start_losses_"):
+    init = getattr(est, "init_result_", None)  # a subset start: its evaluations (on fewer rows) beside n_iter_
+    if init is not None:
+        record["init_evaluations"] = int(init.n_evaluations)
+    for attr in ("inference_", "max_order_", "n_iter_", "start_losses_", "start_"):
         if hasattr(est, attr):
             value = getattr(est, attr)
             record[attr.rstrip("_")] = value if not isinstance(value, np.integer) else int(value)

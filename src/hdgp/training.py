@@ -123,15 +123,16 @@ class _BudgetSpent(Exception):
     """The objective was asked for one evaluation more than an L-BFGS run may use."""
 
 
-def _run_lbfgs(model, X, y, max_iter: int, progress) -> tuple[float, int, bool]:
+def _run_lbfgs(model, X, y, max_iter: int, progress, ftol: float | None = None) -> tuple[float, int, bool]:
     """L-BFGS-B from the current parameters: at most ``max_iter`` iterations and ``2 * max_iter``
     objective evaluations over all its restarts, then the best parameters evaluated are kept.
+    ``ftol``: the relative tolerance on the objective (default :data:`_LBFGS_FTOL`).
 
     SciPy checks ``maxfun`` only between iterations, so a line search could overrun it, and one
     evaluation of a large SKI fit can take many seconds: the objective itself stops the run when
     the budget is spent.
     """
-    ftol = max(_LBFGS_FTOL, getattr(model, "objective_resolution", 0.0))
+    ftol = max(_LBFGS_FTOL if ftol is None else ftol, getattr(model, "objective_resolution", 0.0))
     budget = 2 * max_iter
     flat = _FlatParameters(model)
     best = {"loss": math.inf, "x": flat.get()}
@@ -255,7 +256,8 @@ def _run_adam(model, X, y, max_iter: int, lr: float, progress) -> tuple[float, i
 def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor, *,
                         optimizer: str = "lbfgs", max_iter: int | None = None,
                         n_restarts: int = 0, random_state=None, lr: float = 0.1,
-                        verbose: bool = False, desc: str = "fitting hyperparameters", callback=None) -> FitResult:
+                        verbose: bool = False, desc: str = "fitting hyperparameters", callback=None,
+                        ftol: float | None = None) -> FitResult:
     """Maximise the (penalised) marginal likelihood of ``model`` in place.
 
     Parameters
@@ -287,6 +289,9 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
     callback : callable, optional
         Called after each objective evaluation with a dict (``evaluations``, ``budget``, ``start``,
         ``elapsed``, ``seconds_per_evaluation``, ``remaining_at_most``, ``loss``).
+    ftol : float, optional
+        L-BFGS stops when a step lowers the objective by less than this fraction of it (default
+        1e-6; a fit that polishes a start found on a subset of rows may stop earlier).
     desc : str, default="fitting hyperparameters"
         Label of the progress bar (a fit in stages names each stage).
 
@@ -313,7 +318,7 @@ def fit_hyperparameters(model: torch.nn.Module, X: torch.Tensor, y: torch.Tensor
             bar.start = start
             flat.set(x0 if start == 0 else x0 + rng.standard_normal(x0.shape))
             if optimizer == "lbfgs":
-                loss, n_eval, ok = _run_lbfgs(model, X, y, max_iter, bar)
+                loss, n_eval, ok = _run_lbfgs(model, X, y, max_iter, bar, ftol)
             else:
                 loss, n_eval, ok = _run_adam(model, X, y, max_iter, lr, bar)
             total += n_eval

@@ -426,10 +426,14 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         cost = estimate_fit(n, d, engine=self.inference_, family=family,
                             order=min(order, d) if isinstance(order, int) else None,
                             n_projections=getattr(self, "n_projections", 20) or 20, n_inducing=self.n_inducing,
-                            starts=self._n_candidates() * (self.n_restarts + 1))
+                            starts=self._n_candidates() * (self.n_restarts + 1) * self._fits_per_start())
         message = cost_warning(cost, type(self).__name__)
         if message:
             warn_caller(message, CostWarning)
+
+    def _fits_per_start(self) -> int:
+        """Complete fits one ``fit`` call runs per start, for the cost estimate (hook; OAK's flow choice: 2)."""
+        return 1
 
     def _apply_variance_scale(self) -> None:
         self.posterior_.variance_scale = self.variance_scale_
@@ -455,6 +459,11 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             return model, self._train(model, Xt, yt), None, "warm"
         init_result, start = None, "generic"
         engine = engine_of(model)
+        subset = None if engine.inducing_points or engine.trains_itself else self._exact_subset_rows(Xt.shape[0])
+        if subset:  # hyper-parameters fitted on a subset of rows, then polished on all of them
+            init_result = self._initialise_from_subset(model, Xt, yt, size=subset)
+            result = self._train(model, Xt, yt, desc="polish on all rows", ftol=self._polish_ftol())
+            return model, result, init_result, "subset"
         if engine.inducing_points and Xt.shape[0] > SUBSET_INIT_ROWS:
             init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
         result = self._train(model, Xt, yt, desc="fit from the subset start" if init_result else None)
@@ -466,6 +475,15 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                 model, result, start = generic, generic_result, "generic"
             result = _pooled(result, pooled)
         return model, result, init_result, start
+
+    def _exact_subset_rows(self, n: int) -> int | None:
+        """Rows of the subset an exact fit on ``n`` rows starts from (hook): its hyper-parameters are
+        fitted on that many random rows, then polished on all ``n`` (:meth:`_polish_ftol`). None (the
+        default): trained on all rows from the generic start."""
+        return None
+
+    def _polish_ftol(self) -> float | None:  # L-BFGS's relative tolerance of that polish (None: the default)
+        return None
 
     def _copy_warm(self, previous, model) -> None:
         """Start ``model`` from ``previous`` (``warm_start``): every parameter whose name and shape match."""
@@ -481,30 +499,33 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
         return model
 
-    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
-        """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit."""
+    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None,
+               ftol: float | None = None) -> FitResult:
+        """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit, ``ftol`` is
+        L-BFGS's relative tolerance (None: the default)."""
         if engine_of(model).trains_itself:  # its own (minibatch) training loop
             batch_size = None if self.batch_size is None else min(self.batch_size, Xt.shape[0])
             return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_, verbose=self.verbose,
                                    batch_size=batch_size)
         return fit_hyperparameters(model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
                                    n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
-                                   desc=desc or "fitting hyperparameters")
+                                   desc=desc or "fitting hyperparameters", ftol=ftol)
 
-    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor):
-        """Fit an exact GP sharing ``model``'s kernel on :data:`SUBSET_INIT_ROWS` random rows.
+    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor, size: int | None = None):
+        """Fit an exact GP sharing ``model``'s kernel on ``size`` random rows (None: :data:`SUBSET_INIT_ROWS`).
 
         The kernel module is shared, so its fitted hyperparameters are the sparse
         model's starting point; noise and constant mean are copied over.
         """
-        rows = np.sort(np.random.default_rng(self._fit_seed_).choice(X.shape[0], SUBSET_INIT_ROWS, replace=False))
+        size = SUBSET_INIT_ROWS if size is None else size
+        rows = np.sort(np.random.default_rng(self._fit_seed_).choice(X.shape[0], size, replace=False))
         rows = torch.as_tensor(rows, device=X.device)
         exact = ExactGPModel(model.kernel, noise_lower_bound=self.noise_lower_bound,
                              noise_prior=self._noise_prior()).to(**self._torch_kwargs)
         exact.likelihood.noise = model.likelihood.noise.detach()
         result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer,
                                      random_state=self._fit_seed_, verbose=self.verbose,
-                                     desc=f"start: exact fit on {SUBSET_INIT_ROWS} rows")
+                                     desc=f"start: exact fit on {size} rows")
         with torch.no_grad():
             # the exact fit can end with its noise on the (open) lower bound, which the sparse
             # model's noise constraint cannot invert: start just above it

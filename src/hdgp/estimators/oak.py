@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 from gpytorch.kernels import Kernel
@@ -50,6 +52,21 @@ FULL_ORDER_MAX_FEATURES = 5
 FLOW_CHOICE_MAX_ROWS = 500
 #: Accepted string values of ``flow`` (besides True and False).
 FLOWS = ("auto", "choose")
+#: An exact fit (from its start, not a warm one) on more than this many rows first fits the
+#: hyper-parameters on a random subset of the rows (an evaluation costs O(n^2 D R + n^3)), then
+#: polishes them on all rows with L-BFGS's relative tolerance at :data:`POLISH_FTOL`: the optimum of the
+#: same kernel on fewer rows is close to the full one, which then needs few evaluations. Smaller fits
+#: gain little from it and train on all rows from their start (the subset can also leave the basin of a
+#: start, e.g. ``low_noise_start`` on nearly noise-free data). Measurements:
+#: benchmarks/results/oak-defaults/README.md.
+SUBSET_FIT_MIN_ROWS = 800
+#: Rows of that subset fit: this fraction of the training rows, at least :data:`SUBSET_FIT_ROWS` (a smaller
+#: subset of a nearly noise-free table can end in another basin, which the polish keeps).
+SUBSET_FIT_FRACTION = 0.6
+#: The fewest rows of that subset fit.
+SUBSET_FIT_ROWS = 500
+#: L-BFGS's relative tolerance on the objective while polishing the subset fit on all rows.
+POLISH_FTOL = 1e-5
 #: In that refit, each added order's variance starts at this fraction of the first fit's top-order
 #: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
 #: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
@@ -151,7 +168,10 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         collapsed bound with ``n_inducing`` inducing inputs :math:`Z`, :math:`O(nm^2)`.
         ``"variational"``: minibatch SVGP (natural gradients + Adam; ``optimizer`` and
         ``n_restarts`` do not apply). ``"auto"``: exact up to 5000 training rows, sparse
-        beyond. With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
+        beyond. An exact fit on more than :data:`SUBSET_FIT_MIN_ROWS` rows fits the hyper-parameters
+        on a random :data:`SUBSET_FIT_FRACTION` of the rows (at least :data:`SUBSET_FIT_ROWS`) first
+        and polishes them on all rows
+        (``start_ = "subset"``, the subset fit's diagnostics in ``init_result_``). With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
         so the Sobol indices and component means are OAK eqs. 13–14 with :math:`X \to Z`;
         component variances use the whole :math:`q(f(Z))`
         (:func:`hdgp.explain.component_posterior`). Inducing points start at k-means
@@ -361,6 +381,12 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     def _n_candidates(self) -> int:
         return len(self._starts())
 
+    def _exact_subset_rows(self, n: int) -> int | None:
+        return max(SUBSET_FIT_ROWS, round(SUBSET_FIT_FRACTION * n)) if n > SUBSET_FIT_MIN_ROWS else None
+
+    def _polish_ftol(self) -> float | None:
+        return POLISH_FTOL
+
     def _record_candidates(self, model, losses: dict) -> None:
         starts = self._starts()  # a warm start after feature_starts was switched off can name a start beyond them
         self.start_losses_ = {starts[c][0] if c < len(starts) else "warm": loss for c, loss in losses.items()}
@@ -385,11 +411,11 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         choose = isinstance(flow, str) and flow == "choose"
         try:
             if choose:
-                self.flow = True  # the full flow first
+                self.flow, self._flow_choice_X = True, X  # the full flow first
             self._fit_and_choose_order(X, y)
             self.flow_log_likelihoods_ = None
             if choose and self._compare_flows(X):
-                kept = dict(self.__dict__)
+                kept = {k: v for k, v in self.__dict__.items() if k != "_flow_choice_X"}
                 self.flow = "auto"  # the light-tailed features standardised instead of warped
                 self._fit_and_choose_order(X, y)
                 scores = {"flow": kept["log_marginal_likelihood_value_"], "auto": self.log_marginal_likelihood_value_}
@@ -399,18 +425,32 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
                 self.flow_log_likelihoods_ = scores
         finally:
             self.flow = flow
+            self.__dict__.pop("_flow_choice_X", None)
         return self
+
+    def _fits_per_start(self) -> int:
+        """For the cost estimate, made in the first fit: two when ``flow="choose"`` will fit ``"auto"`` too."""
+        X = getattr(self, "_flow_choice_X", None)
+        if X is None or self.flow != True:  # noqa: E712 (the second fit, flow="auto", was counted by the first)
+            return 1
+        return 2 if self._compare_flows(X) else 1
+
+    def _warn_if_costly(self, n: int, d: int) -> None:
+        if self.flow == True or getattr(self, "_flow_choice_X", None) is None:  # noqa: E712 (not the second fit)
+            super()._warn_if_costly(n, d)
 
     def _compare_flows(self, X) -> bool:
         """Whether ``flow="choose"`` also fits the model with ``flow="auto"`` (after the full flow's fit
         on ``X``) and keeps the higher log marginal likelihood: not for a warm start; on at most
         :data:`FLOW_CHOICE_MAX_ROWS` rows with a continuous feature that ``"auto"`` leaves unwarped
         (light-tailed, roughly symmetric)."""
-        if self.warm_start or self.flow_ is None or self.X_train_.shape[0] > FLOW_CHOICE_MAX_ROWS:
+        if self.warm_start or self.flow_ is None:
             return False
         try:  # a coded DataFrame or an array-like of numbers (the fit has just read it)
             X = np.asarray(X, dtype=float)
         except (TypeError, ValueError):
+            return False
+        if X.ndim != 2 or X.shape[0] > FLOW_CHOICE_MAX_ROWS:
             return False
         columns = (X[:, j][~np.isnan(X[:, j])] for j in self.continuous_features_)
         return any(column.size > 2 and np.ptp(column) > 0 and light_tailed(column) for column in columns)
@@ -423,19 +463,33 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
             super().fit(X, y)
         finally:
             del self._choose_order
-        self._compute_sobol()
         full = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
-        if self.max_order is None and self.max_order_ < full and self.sobol_order_[-1] > ORDER_RAISE_MASS:
+        if self.max_order is None and self.max_order_ < full and self._top_order_mass() > ORDER_RAISE_MASS:
             self.max_order_ = full  # interactions of the top order matter: refit with all orders
             warm_start, inputs = self.warm_start, self.X_train_.cpu().numpy()
-            # from the first fit's parameters (higher orders start at its top order's variance) and its warped inputs
+            # from the first fit's parameters (higher orders start at its top order's variance) and its warped
+            # inputs; after a subset start (a polished fit) with the polish's tolerance
             self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
+            polished = self.inference_ == "exact" and self._exact_subset_rows(inputs.shape[0])
+            self._raise_ftol = POLISH_FTOL if polished else None
             try:
                 super().fit(X, y)
             finally:
                 self.warm_start = warm_start
-                del self._transform_inputs
-            self._compute_sobol()
+                del self._transform_inputs, self._raise_ftol
+        self._compute_sobol()
+
+    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None, ftol: float | None = None):
+        return super()._train(model, Xt, yt, desc, ftol if ftol is not None else getattr(self, "_raise_ftol", None))
+
+    def _top_order_mass(self) -> float:
+        """The normalised Sobol mass of the fitted top order (``sobol_order_[-1]`` of :meth:`_compute_sobol`),
+        from the per-order sums alone (OAK eq. 38 by Newton–Girard over the :math:`L_i`), no term enumerated."""
+        kernel, X, alpha = self.kernel_, self.posterior_.X, self.posterior_.alpha
+        if X.dtype != torch.float64:  # as explain.compute_sobol: the sums cancel heavily
+            kernel, X, alpha = copy.deepcopy(kernel).double(), X.double(), alpha.double()
+        per_order = explain.order_sobol(kernel, explain.sobol_matrices(kernel, X), alpha).clamp_min(0)
+        return float(per_order[-1] / per_order.sum().clamp_min(torch.finfo(per_order.dtype).tiny))
 
     def _compute_sobol(self) -> None:
         # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)
