@@ -168,8 +168,9 @@ _BUILTIN = {
                "20 1-D diverse directions (eq. 7), per-projection length-scales and weights."),
     "RPA-GP-ARD": (ProjectedAdditiveGPRegressor, dict(n_projections=20, directions="random", ard=True),
                    "20 1-D Gaussian random projections after learned ARD input scaling, weights 1/J."),
-    "DPA-GP-ARD": (ProjectedAdditiveGPRegressor, dict(n_projections=20, directions="diverse", ard=True),
-                   "20 1-D diverse directions after learned ARD input scaling, weights 1/J."),
+    "DPA-GP-ARD": (ProjectedAdditiveGPRegressor, dict(n_projections=None, directions="diverse", ard=True),
+                   "1-D diverse directions after learned ARD input scaling, weights 1/J: 50 for 250-1,000 "
+                   "training rows, the paper's 20 otherwise."),
     "DPA-GP-ARD-SKI": (ProjectedAdditiveGPRegressor,
                        dict(n_projections=20, directions="diverse", ard=True, inference="ski"),
                        "DPA-GP-ARD with additive SKI inference (512-point grid per projection)."),

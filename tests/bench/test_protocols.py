@@ -232,3 +232,18 @@ def test_malformed_protocol_file_names_protocol_entry_and_field(tiny_protocol, p
     path.write_text(json.dumps(spec))
     with pytest.raises(ValueError, match="is not a valid protocol: .*" + message):
         get_protocol(str(path))
+
+
+def test_paper_protocols_pin_the_papers_number_of_directions():
+    """DPA-GP-ARD's preset chooses J from the rows (50 for 250-1,000 of them); the projected paper's
+    table and figures use J = 20 everywhere, so their DPA-GP-ARD rows must build the J = 20 model."""
+    import hdgp
+
+    assert hdgp.preset("DPA-GP-ARD").n_projections is None
+    for name in ("rpa-gp-table1", "rpa-gp-fig6"):
+        models = [m for m in get_protocol(name).models if m.preset == "DPA-GP-ARD"]
+        assert models, name
+        for model in models:
+            assert hdgp.preset(model.preset, **model.params).n_projections == 20, (name, model.label)
+    generalisation = get_protocol("generalisation").model("DPA-GP-ARD")
+    assert hdgp.preset(generalisation.preset, **generalisation.params).n_projections is None
