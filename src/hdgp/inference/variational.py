@@ -68,6 +68,11 @@ DEFAULT_BATCH_SIZE = 1024
 #: Rows per chunk when the full-data ELBO is evaluated for reporting.
 _ELBO_CHUNK = 4096
 
+#: Inside a profiled L-BFGS evaluation the q(v) solve stops once a step gains less than this per row, and
+#: L-BFGS's relative tolerance on the per-row objective is raised to ``objective_resolution``: an evaluation
+#: is exact only to its inner solve, and the default 1e-6 spent its last evaluations on changes of that size.
+_PROFILED_Q_TOL, _PROFILED_FTOL = 1e-7, 1e-5
+
 
 class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
     r"""Sparse variational GP, registered as ``ENGINES["variational"]`` (Gaussian likelihood).
@@ -154,30 +159,23 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         return self.likelihood.noise.reshape(()) if self.likelihood_name == "gaussian" else None
 
     def elbo(self, X, y) -> torch.Tensor:
-        r"""Full-data ELBO :math:`\mathcal L` (module docstring), summed over chunks of rows.
-
-        Differentiable (the full-batch L-BFGS objective); wrap in :func:`torch.no_grad`
-        when only the value is needed.
-        """
+        r"""Full-data ELBO :math:`\mathcal L` (module docstring), summed over chunks of rows (differentiable;
+        wrap in :func:`torch.no_grad` when only the value is needed)."""
         was_training = self.training
         self.train()  # the variational strategy's training path gives the marginals q(f_i)
         ref = self.constant
         n = len(y)
         total = ref.new_zeros(())
         for start in range(0, n, _ELBO_CHUNK):
-            xb = _rows(X, slice(start, start + _ELBO_CHUNK), ref)
-            yb = _rows(y, slice(start, start + _ELBO_CHUNK), ref)
-            total += self.likelihood.expected_log_prob(yb, self(xb)).sum()
+            rows = slice(start, start + _ELBO_CHUNK)
+            total += self.likelihood.expected_log_prob(_rows(y, rows, ref), self(_rows(X, rows, ref))).sum()
         total -= self.variational_strategy.kl_divergence().sum()
         self.train(was_training)
         return total
 
     def neg_log_marginal_likelihood(self, X, y) -> torch.Tensor:
-        r""":math:`-\mathcal L`, an upper bound on :math:`-\log p(y)`.
-
-        Full-batch L-BFGS minimises it directly; minibatch training uses unbiased
-        estimates of it (:func:`fit_svgp`).
-        """
+        r""":math:`-\mathcal L`, an upper bound on :math:`-\log p(y)` (full-batch L-BFGS minimises it, profiled
+        over :math:`q(v)`; minibatch training uses unbiased estimates of it, :func:`fit_svgp`)."""
         if getattr(self, "_profile_q", False):
             return self._profiled_neg_elbo(X, y)
         return -self.elbo(X, y)
@@ -343,7 +341,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         gradient at the optimal :math:`q` (the envelope theorem: :math:`\partial\mathcal L/\partial q = 0`
         there), so :math:`q` enters the backward pass as a constant."""
         A, base_var, c = self._whitened_terms(X)
-        m_white, LP = self._optimal_q(A.detach(), base_var.detach(), c.detach(), y)
+        m_white, LP = self._optimal_q(A.detach(), base_var.detach(), c.detach(), y, tol=_PROFILED_Q_TOL)
         B = torch.linalg.solve_triangular(LP, A, upper=False)
         mu = c + A.T @ m_white
         var = base_var + (B * B).sum(0)
@@ -430,15 +428,15 @@ def _fit_full_batch_lbfgs(model: SVGPModel, X, y, *, batch_size, max_iter, verbo
     trainable = [p.requires_grad for p in variational]
     for p in variational:  # q(v) is profiled out: set to its optimum inside each evaluation
         p.requires_grad_(False)
-    model._profile_q, model._q_start = True, None
+    model._profile_q, model._q_start, model.objective_resolution = True, None, _PROFILED_FTOL
     try:
         result = fit_hyperparameters(model, Xt, yt, optimizer="lbfgs",
                                      max_iter=1000 if max_iter is None else max_iter, verbose=verbose)
-        with torch.no_grad():  # q(v) at the returned parameters (L-BFGS's last evaluation may be elsewhere)
-            A, base_var, c = model._whitened_terms(Xt)
+        with torch.no_grad():  # q(v) at the returned parameters (L-BFGS's last evaluation may be elsewhere),
+            A, base_var, c = model._whitened_terms(Xt)  # to the default tolerance
             model._set_q(*model._optimal_q(A, base_var, c, yt))
     finally:
-        del model._profile_q, model._q_start
+        del model._profile_q, model._q_start, model.objective_resolution
         for p, flag in zip(variational, trainable):
             p.requires_grad_(flag)
     model.eval()
