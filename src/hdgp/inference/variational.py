@@ -251,7 +251,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
 
     @torch.no_grad()
     def _optimal_q(self, A: torch.Tensor, base_var: torch.Tensor, c: torch.Tensor, y: torch.Tensor, *,
-                   max_steps: int = 100, tol: float = 1e-8, depth: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+                   max_steps: int = 100, tol: float = 1e-8, depth: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The Gaussian :math:`q(v)` maximising the ELBO for fixed kernel, mean and inducing inputs.
 
         The optimum has the form :math:`S^{-1} = P = I + A\Lambda A^\top`,
