@@ -70,7 +70,7 @@ _ELBO_CHUNK = 4096
 
 #: Inside a profiled L-BFGS evaluation the q(v) solve stops once a step gains less than this per row, and
 #: L-BFGS's relative tolerance on the per-row objective is raised to ``objective_resolution``: an evaluation
-#: is exact only to its inner solve, and the default 1e-6 spent its last evaluations on changes of that size.
+#: is exact only to its inner solve, so L-BFGS stops at changes well above that resolution (as for SKI).
 _PROFILED_Q_TOL, _PROFILED_FTOL = 1e-7, 1e-5
 
 
@@ -386,7 +386,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
                                  jitter + extra)
 
 
-_GH_T, _GH_W = np.polynomial.hermite.hermgauss(_GH_NODES)  # once: NumPy's eigen-solve took ~1 ms a call
+_GH_T, _GH_W = np.polynomial.hermite.hermgauss(_GH_NODES)  # once per process (NumPy solves an eigenproblem)
 
 
 def _gauss_hermite(ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
