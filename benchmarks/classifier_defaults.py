@@ -12,8 +12,9 @@ scikit-learn's ``HistGradientBoostingClassifier`` on
 Each fit runs in its own process, one torch thread, with the ``src`` folder of every code
 version given by ``--src LABEL=PATH`` (e.g. the branch and a ``git worktree`` of ``main``), so
 both versions run in the same session under the same load. It records fit seconds, test AUC,
-log-loss and accuracy, and the 1-minute load average before and after the fit (the machine is
-shared: compare ratios within one run). One JSON record per line goes to ``--out``;
+log-loss and accuracy, the fit's CPU seconds (one thread: less sensitive to a shared machine's load than
+the wall seconds) and the 1-minute load average before and after the fit (the machine is shared: compare
+ratios within one run). One JSON record per line goes to ``--out``;
 ``--report`` turns the records into a Markdown table.
 
 Run from the repository root::
@@ -87,13 +88,13 @@ def run_one(model: str, dataset: str, split: int = 0) -> dict:
 
         est = hdgp.preset(model, random_state=0)
     load_before = os.getloadavg()[0]
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     est.fit(Xtr, ytr)
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu_start
     load_after = os.getloadavg()[0]
     p = np.clip(est.predict_proba(Xte)[:, 1], 1e-15, 1 - 1e-15)
     record = {"model": model, "data": dataset, "split": split, "n_train": int(len(ytr)), "d": int(Xtr.shape[1]),
-              "fit_s": round(seconds, 2), "auc": round(float(roc_auc_score(yte, p)), 4),
+              "fit_s": round(seconds, 2), "cpu_s": round(cpu, 2), "auc": round(float(roc_auc_score(yte, p)), 4),
               "log_loss": round(float(log_loss(yte, p)), 4),
               "accuracy": round(float(accuracy_score(yte, (p > 0.5).astype(int))), 4),
               "load_before": round(load_before, 2), "load_after": round(load_after, 2)}
@@ -105,25 +106,29 @@ def run_one(model: str, dataset: str, split: int = 0) -> dict:
 
 def report(path: str) -> str:
     rows = [json.loads(line) for line in open(path) if line.strip()]
-    lines = ["| data | split | model | version | fit s | AUC | log-loss | accuracy | load before / after |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = ["| data | split | model | version | fit s | CPU s | AUC | log-loss | accuracy | load before / after |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if "skipped" in r or "error" in r:
             lines.append(f"| {r['data']} | {r.get('split', 0)} | {r['model']} | {r.get('version', '')} | "
-                         f"{r.get('skipped', r.get('error'))} | | | | |")
+                         f"{r.get('skipped', r.get('error'))} | | | | | |")
             continue
-        lines.append(f"| {r['data']} | {r.get('split', 0)} | {r['model']} | {r['version']} | {r['fit_s']} | {r['auc']} | {r['log_loss']} | "
+        lines.append(f"| {r['data']} | {r.get('split', 0)} | {r['model']} | {r['version']} | {r['fit_s']} | {r.get('cpu_s', '')} | "
+                     f"{r['auc']} | {r['log_loss']} | "
                      f"{r['accuracy']} | {r['load_before']} / {r['load_after']} |")
     groups: dict = {}
     for r in rows:
         if "fit_s" in r:
             groups.setdefault((r["data"], r["model"], r["version"]), []).append(r)
     lines += ["", "Means over the splits run:", "",
-              "| data | model | version | splits | fit s | AUC | log-loss | load |", "|---|---|---|---|---|---|---|---|"]
+              "| data | model | version | splits | fit s | CPU s | AUC | log-loss | load |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for (data, model, version), rs in groups.items():
-        mean = {k: sum(r[k] for r in rs) / len(rs) for k in ("fit_s", "auc", "log_loss", "load_before")}
+        mean = {k: sum(r.get(k, float("nan")) for r in rs) / len(rs)
+                for k in ("fit_s", "cpu_s", "auc", "log_loss", "load_before")}
         lines.append(f"| {data} | {model} | {version} | {','.join(str(r.get('split', 0)) for r in rs)} | "
-                     f"{mean['fit_s']:.1f} | {mean['auc']:.4f} | {mean['log_loss']:.4f} | {mean['load_before']:.1f} |")
+                     f"{mean['fit_s']:.1f} | {mean['cpu_s']:.1f} | {mean['auc']:.4f} | {mean['log_loss']:.4f} | "
+                     f"{mean['load_before']:.1f} |")
     return "\n".join(lines)
 
 

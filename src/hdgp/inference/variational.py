@@ -1,8 +1,7 @@
 r"""SVGP: stochastic variational GP with minibatches (regression and binary classification).
 
-With whitened inducing values :math:`v = L_{uu}^{-1}u \sim q(v) = N(\tilde m, \tilde S)`
-the evidence lower bound is (Hensman, Matthews & Ghahramani 2015, eq. 17;
-Hensman, Fusi & Lawrence 2013, eq. 4)
+With whitened inducing values :math:`v = L_{uu}^{-1}u \sim q(v) = N(\tilde m, \tilde S)` the evidence lower
+bound is (Hensman, Matthews & Ghahramani 2015, eq. 17; Hensman, Fusi & Lawrence 2013, eq. 4)
 
 .. math::
 
@@ -10,28 +9,24 @@ Hensman, Fusi & Lawrence 2013, eq. 4)
     \le \log p(y),
 
 where :math:`q(f_i)` is Gaussian with the mean and variance of
-:class:`~hdgp.inference.inducing.InducingPosterior`. The sum over data is
-estimated without bias from minibatches (scaled by :math:`n/b`), so one step
-costs :math:`O(bm^2 + m^3)` and only the current minibatch is ever moved to
-the model's device. The likelihood is Gaussian (regression; the expectation is
-closed-form) or Bernoulli with probit link :math:`p(y=1\mid f) = \Phi(f)`
-(binary classification; 1-D Gauss–Hermite quadrature).
+:class:`~hdgp.inference.inducing.InducingPosterior`. The sum over data is estimated without bias from
+minibatches (scaled by :math:`n/b`), so one step costs :math:`O(bm^2 + m^3)` and only the current minibatch is
+ever moved to the model's device. The likelihood is Gaussian (regression; the expectation is closed-form) or
+Bernoulli with probit link :math:`p(y=1\mid f) = \Phi(f)` (binary classification; 1-D Gauss–Hermite
+quadrature).
 
-Training (:func:`fit_svgp`) takes natural-gradient steps on :math:`q(v)`
-(Salimbeni, Eleftheriadis & Hensman 2018) and Adam steps on the kernel
-hyperparameters, the inducing inputs, the constant mean and the noise. When the
-whole data set is one batch the ELBO is a deterministic function (the Bernoulli
-expectation uses fixed quadrature nodes), and :func:`fit_svgp` can instead run
-L-BFGS on the profiled bound :math:`\max_{q(v)}\mathcal L(\theta, q)`, a function of the
-kernel hyperparameters, the constant mean and the inducing inputs :math:`\theta` alone:
-each evaluation solves for the optimal Gaussian :math:`q(v)` in closed-form steps
-(:meth:`SVGPModel._optimal_q`, a natural-gradient fixed point; Opper & Archambeau 2009)
-and differentiates the ELBO in :math:`\theta` at it (:meth:`SVGPModel._profiled_neg_elbo`),
-so the quasi-Newton state holds the few hyperparameters and inducing inputs, not the
-:math:`m(m+3)/2` entries of :math:`q(v)`. The
+Training (:func:`fit_svgp`) takes natural-gradient steps on :math:`q(v)` (Salimbeni, Eleftheriadis & Hensman
+2018) and Adam steps on the kernel hyperparameters, the inducing inputs, the constant mean and the noise. When
+the whole data set is one batch the ELBO is a deterministic function (the Bernoulli expectation uses fixed
+quadrature nodes), and :func:`fit_svgp` can instead run L-BFGS on the profiled bound
+:math:`\max_{q(v)}\mathcal L(\theta, q)`, a function of the kernel hyperparameters, the constant mean and the
+inducing inputs :math:`\theta` alone: each evaluation solves for the optimal Gaussian :math:`q(v)` in
+closed-form steps (:meth:`SVGPModel._optimal_q`, a natural-gradient fixed point; Opper & Archambeau 2009) and
+differentiates the ELBO in :math:`\theta` at it (:meth:`SVGPModel._profiled_neg_elbo`), so the quasi-Newton
+state holds the few hyperparameters and inducing inputs, not the :math:`m(m+3)/2` entries of :math:`q(v)`. The
 GPyTorch machinery does the work: :class:`~gpytorch.variational.VariationalStrategy`,
-:class:`~gpytorch.variational.NaturalVariationalDistribution`,
-:class:`~gpytorch.mlls.VariationalELBO` and :class:`~gpytorch.optim.NGD`.
+:class:`~gpytorch.variational.NaturalVariationalDistribution`, :class:`~gpytorch.mlls.VariationalELBO` and
+:class:`~gpytorch.optim.NGD`.
 """
 
 from __future__ import annotations
@@ -72,6 +67,11 @@ DEFAULT_BATCH_SIZE = 1024
 
 #: Rows per chunk when the full-data ELBO is evaluated for reporting.
 _ELBO_CHUNK = 4096
+
+#: Inside a profiled L-BFGS evaluation the q(v) solve stops once a step gains less than this per row, and
+#: L-BFGS's relative tolerance on the per-row objective is raised to ``objective_resolution``: an evaluation
+#: is exact only to its inner solve, so L-BFGS stops at changes well above that resolution (as for SKI).
+_PROFILED_Q_TOL, _PROFILED_FTOL = 1e-7, 1e-5
 
 
 class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
@@ -158,32 +158,24 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         """Gaussian noise variance :math:`\\sigma_n^2` (None for the Bernoulli likelihood)."""
         return self.likelihood.noise.reshape(()) if self.likelihood_name == "gaussian" else None
 
-
     def elbo(self, X, y) -> torch.Tensor:
-        r"""Full-data ELBO :math:`\mathcal L` (module docstring), summed over chunks of rows.
-
-        Differentiable (the full-batch L-BFGS objective); wrap in :func:`torch.no_grad`
-        when only the value is needed.
-        """
+        r"""Full-data ELBO :math:`\mathcal L` (module docstring), summed over chunks of rows (differentiable;
+        wrap in :func:`torch.no_grad` when only the value is needed)."""
         was_training = self.training
         self.train()  # the variational strategy's training path gives the marginals q(f_i)
         ref = self.constant
         n = len(y)
         total = ref.new_zeros(())
         for start in range(0, n, _ELBO_CHUNK):
-            xb = _rows(X, slice(start, start + _ELBO_CHUNK), ref)
-            yb = _rows(y, slice(start, start + _ELBO_CHUNK), ref)
-            total += self.likelihood.expected_log_prob(yb, self(xb)).sum()
+            rows = slice(start, start + _ELBO_CHUNK)
+            total += self.likelihood.expected_log_prob(_rows(y, rows, ref), self(_rows(X, rows, ref))).sum()
         total -= self.variational_strategy.kl_divergence().sum()
         self.train(was_training)
         return total
 
     def neg_log_marginal_likelihood(self, X, y) -> torch.Tensor:
-        r""":math:`-\mathcal L`, an upper bound on :math:`-\log p(y)`.
-
-        Full-batch L-BFGS minimises it directly; minibatch training uses unbiased
-        estimates of it (:func:`fit_svgp`).
-        """
+        r""":math:`-\mathcal L`, an upper bound on :math:`-\log p(y)` (full-batch L-BFGS minimises it, profiled
+        over :math:`q(v)`; minibatch training uses unbiased estimates of it, :func:`fit_svgp`)."""
         if getattr(self, "_profile_q", False):
             return self._profiled_neg_elbo(X, y)
         return -self.elbo(X, y)
@@ -259,7 +251,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
 
     @torch.no_grad()
     def _optimal_q(self, A: torch.Tensor, base_var: torch.Tensor, c: torch.Tensor, y: torch.Tensor, *,
-                   max_steps: int = 100, tol: float = 1e-8, depth: int = 3) -> tuple[torch.Tensor, torch.Tensor]:
+                   max_steps: int = 100, tol: float = 1e-8, depth: int = 5) -> tuple[torch.Tensor, torch.Tensor]:
         r"""The Gaussian :math:`q(v)` maximising the ELBO for fixed kernel, mean and inducing inputs.
 
         The optimum has the form :math:`S^{-1} = P = I + A\Lambda A^\top`,
@@ -274,9 +266,13 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         :math:`q`. One application of the map is a natural-gradient step of length 1
         (Salimbeni et al. 2018, eq. 10; exact at once for the conjugate Gaussian likelihood);
         :math:`\lambda_i \ge 0` for log-concave likelihoods (probit, Gaussian), so :math:`P` stays
-        positive definite. The iterates are Anderson-accelerated (type II, the last ``depth``
-        maps; Walker & Ni 2011); a step that does not raise the ELBO is replaced by a damped
-        plain step :math:`x \leftarrow (1-\rho)x + \rho G(x)`, :math:`\rho = 1/2, 1/4, \ldots`. The steps stop
+        positive definite. The iterates are Anderson-accelerated (type II over the last ``depth``
+        iterates with mixing :math:`\beta`, Walker & Ni 2011: :math:`x \leftarrow \bar x + \beta \bar f`,
+        :math:`\bar x`, :math:`\bar f` the least-residual combinations of the iterates and of :math:`G(x) - x`).
+        A step that does not raise the ELBO is retried without the history (the plain step
+        :math:`(1-\beta)x + \beta G(x)`), then with :math:`\beta` halved (down to 1/64); :math:`\beta` grows by half
+        after each accepted step, up to 1, so the damping that far from the optimum stops the map's
+        overshoot (a wide prior turning into a narrow posterior and back) is not reset each step. The steps stop
         when the ELBO rises by less than ``tol`` per row. The previous call's sites are the
         start (``_q_start``): unlike :math:`\tilde m` and :math:`S`, they stay meaningful when the
         kernel and :math:`A` change.
@@ -308,29 +304,29 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
             raise NotPositiveDefiniteError("The variational ELBO is not finite at the prior q(v) = N(0, I); "
                                            "the kernel or mean produced non-finite values.")
         value, q, gx = first
-        history_g, history_f = [], []
+        xs, fs, beta = [], [], 1.0
         for _ in range(max_steps):
             f = gx - x
-            history_g, history_f = (history_g + [gx])[-depth:], (history_f + [f])[-depth:]
-            if len(history_f) > 1:  # Anderson (type II): the combination of the last maps with least residual
-                dF = torch.stack([b - a for a, b in zip(history_f, history_f[1:])], 1)
-                dG = torch.stack([b - a for a, b in zip(history_g, history_g[1:])], 1)
+            xs, fs = (xs + [x])[-depth:], (fs + [f])[-depth:]
+            x_bar, f_bar = x, f
+            if len(fs) > 1:  # Anderson (type II): the combination of the last iterates with least residual
+                dF = torch.stack([b - a for a, b in zip(fs, fs[1:])], 1)
+                dX = torch.stack([b - a for a, b in zip(xs, xs[1:])], 1)
                 gamma = min_norm_lstsq(dF, f)
-                trial = gx - dG @ gamma
+                x_bar, f_bar = x - dX @ gamma, f - dF @ gamma
+            while True:  # safeguard: the step must raise the ELBO
+                trial = x_bar + beta * f_bar
                 trial[:n].clamp_(min=0.0)
-            else:
-                trial = gx
-            new = evaluate(trial)
-            if new is None or new[0] < value:  # safeguard: a damped plain step that raises the ELBO
-                history_g, history_f, rho, new = [], [], 0.5, None
-                while rho >= 1.0 / 64:
-                    trial = (1.0 - rho) * x + rho * gx
-                    new = evaluate(trial)
-                    if new is not None and new[0] >= value:
-                        break
-                    new, rho = None, 0.5 * rho
-                if new is None:
+                new = evaluate(trial)
+                if new is not None and new[0] >= value:
                     break
+                if len(xs) > 1:  # first without the history (a plain step of length beta), then shorter
+                    xs, fs, x_bar, f_bar = [x], [f], x, f
+                elif (beta := 0.5 * beta) < 1.0 / 64:
+                    break
+            if new is None or new[0] < value:
+                break
+            beta = min(1.0, 1.5 * beta)
             gain = (new[0] - value).item()
             x, (value, q, gx) = trial, new
             if gain <= tol * n:
@@ -345,7 +341,7 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
         gradient at the optimal :math:`q` (the envelope theorem: :math:`\partial\mathcal L/\partial q = 0`
         there), so :math:`q` enters the backward pass as a constant."""
         A, base_var, c = self._whitened_terms(X)
-        m_white, LP = self._optimal_q(A.detach(), base_var.detach(), c.detach(), y)
+        m_white, LP = self._optimal_q(A.detach(), base_var.detach(), c.detach(), y, tol=_PROFILED_Q_TOL)
         B = torch.linalg.solve_triangular(LP, A, upper=False)
         mu = c + A.T @ m_white
         var = base_var + (B * B).sum(0)
@@ -390,12 +386,14 @@ class SVGPModel(ConstantMeanPriors, gpytorch.models.ApproximateGP):
                                  jitter + extra)
 
 
+_GH_T, _GH_W = np.polynomial.hermite.hermgauss(_GH_NODES)  # once per process (NumPy solves an eigenproblem)
+
+
 def _gauss_hermite(ref: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     r"""Gauss–Hermite nodes :math:`t_k` and weights :math:`w_k/\sqrt\pi` (:math:`\mathbb E_{N(0,1)}[g] \approx
     \sum_k w_k g(\sqrt2 t_k)/\sqrt\pi`), :data:`_GH_NODES` of them, in ``ref``'s dtype and device."""
-    t, w = np.polynomial.hermite.hermgauss(_GH_NODES)
-    return torch.as_tensor(t, dtype=ref.dtype, device=ref.device), torch.as_tensor(
-        w / math.sqrt(math.pi), dtype=ref.dtype, device=ref.device)
+    return torch.as_tensor(_GH_T, dtype=ref.dtype, device=ref.device), torch.as_tensor(
+        _GH_W / math.sqrt(math.pi), dtype=ref.dtype, device=ref.device)
 
 
 def _rows(A, index, ref: torch.Tensor) -> torch.Tensor:
@@ -430,15 +428,15 @@ def _fit_full_batch_lbfgs(model: SVGPModel, X, y, *, batch_size, max_iter, verbo
     trainable = [p.requires_grad for p in variational]
     for p in variational:  # q(v) is profiled out: set to its optimum inside each evaluation
         p.requires_grad_(False)
-    model._profile_q, model._q_start = True, None
+    model._profile_q, model._q_start, model.objective_resolution = True, None, _PROFILED_FTOL
     try:
         result = fit_hyperparameters(model, Xt, yt, optimizer="lbfgs",
                                      max_iter=1000 if max_iter is None else max_iter, verbose=verbose)
-        with torch.no_grad():  # q(v) at the returned parameters (L-BFGS's last evaluation may be elsewhere)
-            A, base_var, c = model._whitened_terms(Xt)
+        with torch.no_grad():  # q(v) at the returned parameters (L-BFGS's last evaluation may be elsewhere),
+            A, base_var, c = model._whitened_terms(Xt)  # to the default tolerance
             model._set_q(*model._optimal_q(A, base_var, c, yt))
     finally:
-        del model._profile_q, model._q_start
+        del model._profile_q, model._q_start, model.objective_resolution
         for p, flag in zip(variational, trainable):
             p.requires_grad_(flag)
     model.eval()
