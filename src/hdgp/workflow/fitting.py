@@ -161,9 +161,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
         or :func:`hdgp.workflow.classification.classifier_candidates` by successive halving on
         growing subsets (5-fold cross-validation up to 600 training rows) and keep the one
-        with the best calibrated validation log predictive density / log-loss (regression: of
-        the candidates within validation noise of that best density, the one with the smallest
-        validation squared error; :func:`hdgp.workflow.select.select_model`), refit it on all training rows
+        with the best calibrated validation log predictive density / log-loss
+        (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
         (from its generic start and, for hdgp's GP regressors, also from its validated
         fit, keeping the better training objective; above 600 training rows a GP regressor
         from its validated fit only, see :func:`_refit_validated`) and give a regressor's predictive

@@ -3,8 +3,6 @@
 Rule (documented in ``hdgp fit --help``):
 
 1. Candidates by training-set size n (:func:`candidate_models`):
-   n ≤ :data:`CV_MAX_ROWS`: OAK, Additive, GAM, DPA-GP-ARD, RBF-ARD, SIGP (every regression
-   family: fits are cheap, and each of them is the best one on some small table);
    n ≤ 3000: OAK, DPA-GP-ARD, RBF-ARD, SIGP (exact inference, all affordable);
    3000 < n ≤ 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
    n > 20000: DPA-GP-ARD (SKI, linear in n), SGPR-RBF-ARD.
@@ -29,10 +27,7 @@ Rule (documented in ``hdgp fit --help``):
    cost. A rung's fits use the inference engine of the last rung (e.g. SKI or sparse above 5000
    rows, not exact inference on a 4000-row rung). The choice is the best score at the last
    rung (all fitting rows, the same validation rows as a single comparison), or the lone
-   survivor of an earlier rung (its validation factor from that rung); where several regression
-   candidates' scores are within one standard error of the best one (the same paired test, at
-   :data:`TIE_Z`), the one of them whose predictive means have the smallest validation squared
-   error (:func:`choose`): a density the validation rows cannot rank is judged by its mean. Up to
+   survivor of an earlier rung (its validation factor from that rung). Up to
    :data:`CV_MAX_ROWS` training rows (one rung) the fits are cheap and one split is noisy:
    the score is then pooled over a 5-fold cross-validation whose first fold is that split
    (every training row validated once, one calibration factor over all of them).
@@ -63,8 +58,8 @@ from ..presets import preset
 from .classification import classifier_candidates, evaluate_classifier, predict_proba_codes
 from .estimation import evaluate, keep_levels_in_training, make_estimator, timed_fit
 
-__all__ = ["candidate_models", "choose", "select_model", "rung_sizes", "survivors", "VALIDATION_FRACTION",
-           "MIN_AUTO_ROWS", "MIN_RUNG_ROWS", "RUNG_GROWTH", "NOISE_Z", "TIE_Z"]
+__all__ = ["candidate_models", "select_model", "rung_sizes", "survivors", "VALIDATION_FRACTION", "MIN_AUTO_ROWS",
+           "MIN_RUNG_ROWS", "RUNG_GROWTH", "NOISE_Z"]
 
 VALIDATION_FRACTION = 0.2
 #: Fewest rows the first successive-halving rung fits a candidate on.
@@ -76,18 +71,12 @@ RUNG_GROWTH = 3
 CV_MAX_ROWS = 600
 #: A candidate within this many standard errors of the leader's validation score is kept.
 NOISE_Z = 2.0
-#: Regression candidates whose validation log density is within this many standard errors of the best
-#: one's are tied, and the smallest validation squared error wins the tie (the one-standard-error
-#: rule: Hastie, Tibshirani & Friedman, *The Elements of Statistical Learning*, 2nd ed., §7.10).
-TIE_Z = 1.0
 #: ``auto`` needs at least this many training rows (so the validation split has ≥ 5).
 MIN_AUTO_ROWS = 25
 
 
 def candidate_models(n: int) -> list[str]:
-    """Preset names tried by ``--model auto`` for ``n`` training rows (the rule of the module docstring)."""
-    if n <= CV_MAX_ROWS:
-        return ["OAK", "Additive", "GAM", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
+    """Preset names tried by ``--model auto`` for ``n`` training rows."""
     if n <= 3000:
         return ["OAK", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
     if n <= 20000:
@@ -109,8 +98,7 @@ def _score(est, X, y, schema) -> dict:
         ratio = float(np.mean(z2))
         calibrated = float(-scores["nlpd"] + 0.5 * (ratio - 1.0 - np.log(ratio)))
         per_row = -0.5 * np.log(2 * np.pi * ratio * np.asarray(std, float) ** 2) - 0.5 * z2 / ratio
-    return {"score": calibrated, "per_row": per_row, "sq_error": (np.asarray(y, float) - mean) ** 2,
-            "val_log_density": -scores["nlpd"],
+    return {"score": calibrated, "per_row": per_row, "val_log_density": -scores["nlpd"],
             "val_log_density_calibrated": calibrated, "val_variance_ratio": ratio, "val_rmse": scores["rmse"]}
 
 
@@ -136,39 +124,14 @@ def survivors(scores: dict, *, z: float = None) -> list[str]:
     """
     z = NOISE_Z if z is None else z
     ranked = sorted(scores, key=lambda k: -float(np.mean(scores[k])))
-    close = set(_not_worse(scores, ranked[0], z))
-    return [name for rank, name in enumerate(ranked) if rank < math.ceil(len(ranked) / RUNG_GROWTH) or name in close]
-
-
-def _not_worse(scores: dict, leader: str, z: float) -> list[str]:
-    """Names whose paired per-row terms (higher is better) are not below ``leader``'s beyond noise:
-    :math:`\\bar d \\ge -z\\,\\mathrm{sd}(d)/\\sqrt m` for :math:`d_i = s_{c,i} - s_{\\ast,i}` over the m rows."""
-    out = []
-    for name in scores:
+    leader, half = ranked[0], math.ceil(len(ranked) / RUNG_GROWTH)
+    keep = []
+    for rank, name in enumerate(ranked):
         d = np.asarray(scores[name]) - np.asarray(scores[leader])
         se = float(np.std(d, ddof=1) / math.sqrt(len(d))) if len(d) > 1 else math.inf
-        if float(np.mean(d)) >= -z * se:
-            out.append(name)
-    return out
-
-
-def choose(scores: dict, sq_errors: dict | None = None, *, z: float = None) -> str:
-    """The choice among candidates scored on the same validation rows.
-
-    ``scores`` maps a name to its per-row validation terms, higher is better (calibrated log
-    density, or minus the log-loss). Without ``sq_errors`` (classification) the best mean wins.
-    With them (regression: each row's squared error of the predictive mean) the candidates whose
-    log density is within ``z`` standard errors of the leader's (:func:`survivors`' paired test;
-    default :data:`TIE_Z`, the one-standard-error rule) form a tie, and the one of them with the
-    smallest mean squared error wins: predictive densities that the validation rows cannot tell
-    apart are ranked by the accuracy of their means, the quantity a point prediction is judged by.
-    """
-    z = TIE_Z if z is None else z
-    leader = max(scores, key=lambda name: float(np.mean(scores[name])))
-    if not sq_errors:
-        return leader
-    tied = _not_worse(scores, leader, z)
-    return min(tied, key=lambda name: (float(np.mean(sq_errors[name])), name != leader))
+        if rank < half or float(np.mean(d)) >= -z * se:
+            keep.append(name)
+    return keep
 
 
 def _parameters(name: str) -> set:
@@ -279,7 +242,7 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
     cv = len(sizes) == 1 and n <= CV_MAX_ROWS
     rows = {name: {"model": name, **dict.fromkeys(keys), "fit_seconds": None, "rung_rows": None, "error": None}
             for name in candidates}
-    alive, fitted, per_row, errors, total = list(candidates), {}, {}, {}, len(candidates)
+    alive, fitted, per_row, total = list(candidates), {}, {}, len(candidates)
     for r, size in enumerate(sizes):
         last = r == len(sizes) - 1
         if len(alive) == 1 and r > 0:  # a lone survivor is the choice: its last rung scored it
@@ -292,7 +255,7 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
             folds = [(fit_idx if last else _with_every_level(schema, X, order, size), val_idx)]
         tag = (f"[auto rung {r + 1}/{len(sizes)}]" if len(sizes) > 1 else
                f"[auto, {len(folds)}-fold]" if cv else "[auto]")
-        scores, squared = {}, {}
+        scores = {}
         for i, name in enumerate(alive, 1):
             progress(f"{tag} fitting {name} ({i}/{len(alive)}) on {len(folds[0][0])} rows, validating on "
                      f"{len(folds[0][1])}" + (f", {len(folds)} times" if cv else ""))
@@ -301,11 +264,11 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
                 est, seconds, result = _validate(name, folds, X, y, schema, params, random_state, verbose,
                                                  n_final=len(fit_idx))
                 row["fit_seconds"] = (row["fit_seconds"] or 0.0) + seconds
-                score, terms, sq = result.pop("score"), result.pop("per_row"), result.pop("sq_error", None)
+                score, terms = result.pop("score"), result.pop("per_row")
                 if not math.isfinite(score):
                     raise _NonFinite("non-finite validation score")
                 row.update(result, rung_rows=len(folds[0][0]))
-                fitted[name], scores[name], squared[name] = est, terms, sq
+                fitted[name], scores[name] = est, terms
             except Exception as exc:  # a family that cannot handle this table must not stop the others
                 bad = _rejected_parameter(exc, params, _parameters(name))
                 if bad is not None:  # ... but a value the user chose is the user's error, not the family's
@@ -315,7 +278,7 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
                 fitted.pop(name, None)
             progress(f"{tag} {name}: {_message(row)}")
         alive = [name for name in alive if name in scores]
-        per_row, errors = scores, squared
+        per_row = scores
         if not alive:
             break
         if not last:
@@ -329,12 +292,7 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
     if not alive:
         raise RuntimeError("Every candidate model failed on this table: "
                            + "; ".join(f"{r['model']}: {r['error']}" for r in rows.values()))
-    best = choose({name: per_row[name] for name in alive},
-                  None if classify else {name: errors[name] for name in alive})
-    leader = max(alive, key=lambda name: float(np.mean(per_row[name])))
-    if best != leader:
-        progress(f"[auto] {best}'s validation log density is within one standard error of {leader}'s and its "
-                 f"validation RMSE is the smallest of those: {best} is chosen")
+    best = max(alive, key=lambda name: float(np.mean(per_row[name])))
     out = list(rows.values())
     for row in out:
         row["selected"] = row["model"] == best
