@@ -130,17 +130,21 @@ def _stages(record: list):
 
     def timed(label, function, describe=None):
         def wrapper(*args, **kwargs):
+            entry = {"stage": label, "seconds": None}  # recorded up front: a fit stopped at --cap shows where
+            record.append(entry)
+            if label == "hyperparameters" and kwargs.get("callback") is None:
+                entry.update(desc=kwargs.get("desc", ""), rows=int(args[1].shape[0]))
+                kwargs["callback"] = lambda info: entry.update(evaluations=info["evaluations"],
+                                                               elapsed=round(info["elapsed"], 1))
             t0 = time.perf_counter()
             out = function(*args, **kwargs)
-            entry = {"stage": label, "seconds": round(time.perf_counter() - t0, 3)}
+            entry["seconds"] = round(time.perf_counter() - t0, 3)
             entry.update(describe(args, kwargs, out) if describe else {})
-            record.append(entry)
             return out
         return wrapper
 
     def fit_info(args, kwargs, out):
-        return {"desc": kwargs.get("desc", ""), "rows": int(args[1].shape[0]), "evaluations": out.n_evaluations,
-                "loss": out.loss}
+        return {"evaluations": out.n_evaluations, "loss": out.loss}
 
     def transform_info(args, kwargs, out):
         return {"fit": bool(kwargs.get("fit", args[2] if len(args) > 2 else False))}
@@ -156,8 +160,24 @@ def _stages(record: list):
             setattr(owner, name, value)
 
 
+def _two_stage_fit(est, X, y, rows: int, iterations: int, first_inducing: int, seed: int) -> None:
+    """The two-stage policy proposed for sparse OAK, through the public API: fit (order chosen from the data,
+    ``first_inducing`` inducing points) on ``rows`` random training rows, then once on all rows from that fit
+    (``warm_start``: its kernel and noise; the order it chose; the estimator's own ``n_inducing`` k-means
+    inducing inputs; at most ``iterations`` L-BFGS iterations)."""
+    keep = np.sort(np.random.default_rng(seed).choice(len(y), min(rows, len(y)), replace=False))
+    n_inducing = est.n_inducing
+    est.set_params(n_inducing=first_inducing, inference="sparse")  # sparse in both stages: the warm start needs one engine
+    est.fit(X[keep], y[keep])
+    est.set_params(warm_start=True, max_order=int(est.max_order_), max_iter=iterations, n_inducing=n_inducing)
+    with warnings.catch_warnings():  # the capped full-data stage stops before L-BFGS's own rule, on purpose
+        warnings.filterwarnings("ignore", message="Hyperparameter optimisation")
+        est.fit(X, y)
+
+
 def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, seed: int, verbose: bool = False,
-            params: dict | None = None, profile: bool = False, cap: int | None = None) -> dict:
+            params: dict | None = None, profile: bool = False, cap: int | None = None,
+            two_stage: tuple | None = None) -> dict:
     X_tr, y_tr, X_te, y_te, _ = load_uci(dataset, split)
     overrides = dict(params or {}, n_inducing=n_inducing, random_state=seed, verbose=verbose)
     if max_iter is not None:
@@ -168,13 +188,16 @@ def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, see
     if cap:
         signal.signal(signal.SIGALRM, _alarm)
         signal.alarm(cap)
-    t0 = time.perf_counter()
+    fit = (lambda: _two_stage_fit(est, X_tr, y_tr, *two_stage, seed)) if two_stage else (lambda: est.fit(X_tr, y_tr))
+    if two_stage:
+        params = dict(params or {}, two_stage="{}rows/m{}+{}it".format(*two_stage[::2], two_stage[1]))
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         if profile:
             with _stages(stages):
-                est.fit(X_tr, y_tr)
+                fit()
         else:
-            est.fit(X_tr, y_tr)
+            fit()
     except Stop:
         return dict(dataset=dataset, model=_label(model, params or {}), split=split, n_inducing=n_inducing,
                     n_train=len(y_tr), d=X_tr.shape[1], stopped_after_s=round(time.perf_counter() - t0, 1),
@@ -184,6 +207,7 @@ def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, see
     finally:
         signal.alarm(0)
     fit_s = time.perf_counter() - t0
+    fit_cpu_s = time.process_time() - c0
     load_after = os.getloadavg()[0]
     t0 = time.perf_counter()
     mean, std = est.predict(X_te, return_std=True)
@@ -194,7 +218,8 @@ def run_one(dataset: str, model: str, split: int, n_inducing: int, max_iter, see
     return dict(
         dataset=dataset, model=_label(model, params or {}), split=split, n_inducing=n_inducing,
         n_train=len(y_tr), n_test=len(y_te), d=X_tr.shape[1],
-        inference=est.inference_, fit_seconds=round(fit_s, 2), predict_seconds=round(pred_s, 2),
+        inference=est.inference_, fit_seconds=round(fit_s, 2), fit_cpu_seconds=round(fit_cpu_s, 2),
+        predict_seconds=round(pred_s, 2),
         n_iter=int(getattr(est, "n_iter_", est.fit_result_.n_evaluations)),
         converged=bool(est.fit_result_.converged),
         rmse=float(np.sqrt(np.mean((y_te - mean) ** 2)) / y_scale), loglik=loglik_std,
@@ -237,6 +262,27 @@ def eval_cost(dataset: str, model: str, split: int, n_inducing: int, reps: int, 
                 setup_s=round(setup_s, 1), load_before=load_before, load_after=os.getloadavg()[0],
                 threads=torch.get_num_threads(), hdgp_git=git_rev(), torch=torch.__version__,
                 time=time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()))
+
+
+def eval_report(out: Path) -> str:
+    """``eval_cost.md`` from ``eval_cost.jsonl``: per data set and model the median seconds (wall and thread
+    CPU) of one evaluation, its ratio to SGPR-RBF-ARD's of the same run and code, and the load."""
+    records = [json.loads(line) for line in (out / "eval_cost.jsonl").read_text().splitlines() if line.strip()]
+    lines = ["| data set (n × D) | model | code | R | m | s / evaluation (median of runs) | thread CPU s | "
+             "÷ SGPR-RBF-ARD (wall / CPU) | load 1-min before→after |",
+             "|---|---|---|---:|---:|---:|---:|---:|---|"]
+    for r in records:
+        rbf = [q for q in records if q["dataset"] == r["dataset"] and q["model"] == "SGPR-RBF-ARD"
+               and q["hdgp_git"] == r["hdgp_git"] and q["n_inducing"] == r["n_inducing"]]
+        rbf = rbf or [q for q in records if q["dataset"] == r["dataset"] and q["model"] == "SGPR-RBF-ARD"]
+        ratio = (f"{r['median_s'] / rbf[-1]['median_s']:.2f} / {r['median_cpu_s'] / rbf[-1]['median_cpu_s']:.2f}"
+                 if rbf and r["model"] != "SGPR-RBF-ARD" else "")
+        lines.append(f"| {r['dataset']} ({r['n_train']} × {r['d']}) | {r['model']} | {r['hdgp_git']} | "
+                     f"{r.get('max_order') or '–'} | {r['n_inducing']} | {r['median_s']:.2f} {r['seconds']} | "
+                     f"{r['median_cpu_s']:.2f} | {ratio} | {r['load_before']:.1f}→{r['load_after']:.1f} |")
+    text = "\n".join(lines) + "\n"
+    (out / "eval_cost.md").write_text(text)
+    return text
 
 
 def report(records: list, ref: dict, path: Path) -> None:
@@ -288,7 +334,8 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path(__file__).parent / "results" / "scale")
     parser.add_argument("--verbose", action="store_true", help="progress bars (stderr)")
-    parser.add_argument("--report-only", action="store_true", help="only rewrite the report from the store")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only rewrite the report from the store (with --eval-cost: eval_cost.md)")
     parser.add_argument("--rerun", action="store_true",
                         help="fit runs already in the store again; the new record replaces the old in the report")
     parser.add_argument("--reference", type=Path, default=None,
@@ -299,9 +346,15 @@ def main(argv=None) -> int:
                         help="time single objective evaluations at full size instead of fitting (eval_cost.jsonl)")
     parser.add_argument("--reps", type=int, default=3, help="evaluations timed per model with --eval-cost")
     parser.add_argument("--label-suffix", default="", help="appended to the model label, e.g. '@594d642'")
+    parser.add_argument("--two-stage", metavar="ROWS:ITERATIONS:M", default=None,
+                        help="what-if of a proposed policy: fit with M inducing points on ROWS random training rows, "
+                             "then warm on all rows with the order chosen there and at most ITERATIONS L-BFGS iterations")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.eval_cost and args.report_only:
+        print(eval_report(args.out))
+        return 0
     if args.eval_cost:
         params = _params(args.param)
         with open(args.out / "eval_cost.jsonl", "a") as fh:
@@ -318,14 +371,16 @@ def main(argv=None) -> int:
     done = _done(store)
     command = "python benchmarks/sparse_uci.py " + " ".join(argv if argv is not None else sys.argv[1:])
     params = _params(args.param)
+    two_stage = tuple(int(v) for v in args.two_stage.split(":")) if args.two_stage else None
+    label_params = dict(params, two_stage="{}rows/m{}+{}it".format(*two_stage[::2], two_stage[1])) if two_stage else params
     for dataset in [] if args.report_only else args.datasets:
         for model in args.models:
             for m in args.n_inducing:
                 for split in args.splits:
-                    if (dataset, _label(model, params), split, m) in done and not args.rerun:
+                    if (dataset, _label(model, label_params) + args.label_suffix, split, m) in done and not args.rerun:
                         continue
                     rec = run_one(dataset, model, split, m, args.max_iter, args.seed, args.verbose, params,
-                                  args.profile, args.cap)
+                                  args.profile, args.cap, two_stage)
                     rec["command"] = command
                     rec["model"] += args.label_suffix
                     with open(store, "a") as fh:
