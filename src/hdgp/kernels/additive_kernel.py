@@ -253,9 +253,8 @@ class AdditiveKernel(OwnBatchShape, Kernel):
         r"""Whether :math:`k(X_1, X_2)` of two point sets ``(n, D)``, ``(m, D)`` is summed by the base kernel's
         ``cross_additive_sum`` (constrained SE kernels: no base block is kept, so with a graph it holds the
         :math:`n \times m` result and row blocks of two buffers, not :math:`D` base matrices): compiled CPU
-        work, inputs without a gradient, a base kernel that has one for these inputs (the call may still
-        fall back where a group of a :class:`~hdgp.kernels.feature_stack.FeatureStackKernel` has none:
-        :meth:`cross_parts_available`)."""
+        work, inputs without a gradient and a base kernel that has one (:meth:`cross_parts_available`).
+        Learned inducing inputs (a gradient) and other devices take the base-matrix path."""
         if x1.dim() != 2 or x2.dim() != 2 or x1.shape[0] == 0 or x2.shape[0] == 0:
             return False
         if x1.shape[-1] != self.num_dims or x2.shape[-1] != self.num_dims:
