@@ -149,9 +149,18 @@ class SGPRModel(GaussianNoiseModel):
         step = max(1, min(CROSS_BLOCK, BLOCK_ENTRIES) // m)
         return [slice(start, start + step) for start in range(0, n, step)]
 
+    def _light_cross(self, Z: torch.Tensor, X: torch.Tensor) -> bool:
+        """Whether the kernel evaluates :math:`K_{uf}` with a graph in memory of the order of its own
+        size (``memory_light_cross``, e.g. the OAK kernel's fused sum): then it is evaluated whole, once,
+        whatever :data:`CROSS_BLOCK` says."""
+        light = getattr(self.kernel, "memory_light_cross", None)
+        return bool(light is not None and light(Z, X))
+
     @torch.no_grad()
     def _cross(self, Z: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         """:math:`K_{uf}` (m, n), evaluated block by block without an autograd graph."""
+        if self._light_cross(Z, X):
+            return self.kernel(Z, X).to_dense()
         return torch.cat([self.kernel(Z, X[rows]).to_dense() for rows in self._row_blocks(X.shape[0])], dim=1)
 
     def _blockwise_cross_term(self, G: torch.Tensor, Z: torch.Tensor, X: torch.Tensor, blocks) -> torch.Tensor:
@@ -228,7 +237,9 @@ class SGPRModel(GaussianNoiseModel):
         :math:`mn` exceeds :data:`CROSS_BLOCK`, :math:`K_{uf}` is built in row blocks
         without a graph and the gradient of :math:`\sum G_{uf} \odot K_{uf}` is taken per
         block (one extra kernel evaluation, memory independent of :math:`n` beyond
-        the dense :math:`m \times n` matrices).
+        the dense :math:`m \times n` matrices), unless the kernel keeps no per-entry
+        intermediates in its graph (``memory_light_cross``): then :math:`K_{uf}` is evaluated
+        once, with its graph, and differentiated once.
 
         Parameters
         ----------
@@ -245,8 +256,9 @@ class SGPRModel(GaussianNoiseModel):
         n = y.shape[0]
         Z = self.inducing_points
         blocks = self._row_blocks(n)
+        whole = len(blocks) == 1 or self._light_cross(Z, X)
         Kuu = self.kernel(Z).to_dense()
-        Kuf = self.kernel(Z, X).to_dense() if len(blocks) == 1 else self._cross(Z, X)
+        Kuf = self.kernel(Z, X).to_dense() if whole else self._cross(Z, X)
         kff = self.kernel(X, diag=True)
         noise = self.noise
         c = self.constant
@@ -290,7 +302,7 @@ class SGPRModel(GaussianNoiseModel):
                    + 0.5 * (tr_BinvAAT - AAT.diagonal().sum()) / s)
             g_c = resid.sum() / s
             value, G_uf, G_uu, g_s, g_c = (t.to(Kuu.dtype) for t in (value, G_uf, G_uu, g_s, g_c))
-        cross_term = (G_uf * Kuf).sum() if len(blocks) == 1 else self._blockwise_cross_term(G_uf, Z, X, blocks)
+        cross_term = (G_uf * Kuf).sum() if whole else self._blockwise_cross_term(G_uf, Z, X, blocks)
         # the jitter j = jitter·mean(diag K_uu) moves with the kernel too: ∂F/∂j = tr(G_uu)
         jitter_term = G_uu.trace() * self.jitter * Kuu.diagonal().mean()
         surrogate_F = cross_term + (G_uu * Kuu).sum() + jitter_term + g_s * noise + g_c * c - 0.5 * kff.sum() / noise.detach()

@@ -36,7 +36,7 @@ import numpy as np
 import torch
 from numba import njit
 
-__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_rows", "se_outer_backward", "term_sums",
+__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_block", "se_outer_backward", "term_sums",
            "use_compiled"]
 
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
@@ -210,19 +210,20 @@ def rows_backward(block, row0, lower, variances, grad_out, need_base, grad_block
 
 
 @_jit_exact
-def se_exponent_rows(x, r0, scale, out):
-    r"""``out[d, i, j]`` :math:`= (x_{d, r_0 + i} - x_{d, j})^2 s_d` for a row block ``out`` ``(D, rows, cols)``
-    of the SE kernels' exponents, ``x`` ``(D, n)``, ``scale`` ``(D,)`` (:math:`s_d = -1/2\ell_d^2`): one pass
-    and the same roundings as the tensor expression ``(a - b)² · s``."""
+def se_exponent_block(xa, r0, xb, scale, out):
+    r"""``out[d, i, j]`` :math:`= (x^a_{d, r_0 + i} - x^b_{d, j})^2 s_d` for a row block ``out`` ``(D, rows, cols)``
+    of the SE kernels' exponents, ``xa`` ``(D, n)``, ``xb`` ``(D, m)`` (the same array for :math:`k(X, X)`),
+    ``scale`` ``(D,)`` (:math:`s_d = -1/2\ell_d^2`): one pass and the same roundings as the tensor expression
+    ``(a - b)² · s``."""
     n_dims, rows, cols = out.shape
     for d in range(n_dims):
         s = scale[d]
-        xd = x[d]
+        ad, bd = xa[d], xb[d]
         for i in range(rows):
-            a = xd[r0 + i]
+            a = ad[r0 + i]
             o = out[d, i]
             for j in range(cols):
-                t = a - xd[j]
+                t = a - bd[j]
                 o[j] = (t * t) * s
 
 

@@ -60,6 +60,11 @@ def _base_block(n: int, calls: int = 1) -> int:
     return max(_CHUNK * calls, n * n // (2 * _BASE_BLOCKS))
 
 
+def _stacked(x: torch.Tensor) -> torch.Tensor:
+    """Points ``(n, D)`` in the base kernels' feature-stacked layout ``(D, n, 1)``, contiguous."""
+    return x.transpose(-1, -2).unsqueeze(-1).contiguous()
+
+
 def _get_order_variances(module):
     # module-level (not a lambda) so kernels with priors can be pickled
     return module.order_variances
@@ -244,6 +249,29 @@ class AdditiveKernel(OwnBatchShape, Kernel):
             raise ValueError(f"AdditiveKernel expects inputs with {self.num_dims} features, got {X.shape[-1]}.")
         return [to_dense(b) for b in shared(X.transpose(-1, -2).unsqueeze(-1).contiguous(), bounds)]
 
+    def memory_light_cross(self, x1: torch.Tensor, x2: torch.Tensor) -> bool:
+        r"""Whether :math:`k(X_1, X_2)` of two point sets ``(n, D)``, ``(m, D)`` is summed by the base kernel's
+        ``cross_additive_sum`` (constrained SE kernels: no base block is kept, so with a graph it holds the
+        :math:`n \times m` result and row blocks of two buffers, not :math:`D` base matrices): compiled CPU
+        work, inputs without a gradient and a base kernel that has one (:meth:`cross_parts_available`).
+        Learned inducing inputs (a gradient) and other devices take the base-matrix path."""
+        if x1.dim() != 2 or x2.dim() != 2 or x1.shape[0] == 0 or x2.shape[0] == 0:
+            return False
+        if x1.shape[-1] != self.num_dims or x2.shape[-1] != self.num_dims:
+            return False  # base_matrices names the mismatch
+        if x1.requires_grad or x2.requires_grad or not use_compiled(x1) or x2.dtype != x1.dtype:
+            return False
+        return self.cross_parts_available()
+
+    def cross_parts_available(self) -> bool:
+        """Whether the base kernel sums cross-covariances without base blocks: it has ``cross_additive_sum``
+        and, for a feature stack, every group has ``outer_parts``."""
+        base = self.base_kernel
+        if getattr(base, "cross_additive_sum", None) is None:
+            return False
+        groups = getattr(base, "kernels", None)
+        return groups is None or all(getattr(k, "outer_parts", None) is not None for k in groups)
+
     def _needs_graph(self, x1: torch.Tensor, x2: torch.Tensor) -> bool:
         return torch.is_grad_enabled() and (x1.requires_grad or x2.requires_grad
                                             or any(p.requires_grad for p in self.parameters()))
@@ -264,9 +292,15 @@ class AdditiveKernel(OwnBatchShape, Kernel):
             bounds = _row_blocks(0, n, _base_block(n, max(calls, 1)))
             fused = getattr(self.base_kernel, "lower_additive_sum", None)
             if fused is not None and use_compiled(x1) and not x1.requires_grad:  # no base block kept
-                return fused(x1.transpose(-1, -2).unsqueeze(-1).contiguous(), bounds, self.order_variances.to(x1))
+                out = fused(_stacked(x1), bounds, self.order_variances.to(x1))
+                if out is not None:
+                    return out
             blocks = self._lower_base_blocks(x1, bounds)
             return symmetric_additive_sum(blocks, self.order_variances.to(blocks[0]))
+        if not diag and x1 is not x2 and self.memory_light_cross(x1, x2):
+            out = self.base_kernel.cross_additive_sum(_stacked(x1), _stacked(x2), self.order_variances.to(x1))
+            if out is not None:
+                return out
         if not diag and x1.dim() == 2 and x2.dim() == 2 and x1.device.type == "cpu" and not self._needs_graph(x1, x2):
             step = self._no_grad_rows(x1, x2.shape[0])
             if x1.shape[0] > step:  # in row blocks (elementwise: the same values as one call)

@@ -9,6 +9,7 @@ from gpytorch.kernels import Kernel
 from linear_operator import to_dense
 
 from ._own_batch_shape import OwnBatchShape
+from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
 
 __all__ = ["FeatureStackKernel"]
 
@@ -58,3 +59,47 @@ class FeatureStackKernel(OwnBatchShape, Kernel):
         """Stack of every group's ``sobol_integral`` in feature order, shape (D, n, m)."""
         pieces = [k.sobol_integral(x1[cols], x2[cols]) for k, cols in zip(self.kernels, self.columns)]
         return self._stack(pieces, 0)
+
+    def outer_parts(self, x: torch.Tensor):
+        r"""Every group's ``outer_parts`` (``(x, miss, l2, u, v)``, see
+        :meth:`~hdgp.kernels.orthogonal_kernel.ConstrainedSEKernel.outer_parts`) put back in feature order,
+        for inputs ``(D, n, 1)``; None when a group has none (e.g. a categorical kernel)."""
+        if x.dim() != 3:
+            return None
+        parts = []
+        for kernel, cols in zip(self.kernels, self.columns):
+            piece = getattr(kernel, "outer_parts", None)
+            if piece is None:
+                return None
+            parts.append(piece(x[cols]))
+        xs, misses, l2s, us, vs = zip(*parts)
+        order = self._order.to(x.device)
+
+        def stacked(pieces):
+            return torch.cat(pieces, 0).index_select(0, order)
+
+        miss = None
+        if any(m is not None for m in misses):
+            miss = stacked([torch.zeros(p.shape, dtype=torch.bool, device=p.device) if m is None else m
+                            for m, p in zip(misses, xs)])
+        return stacked(xs), miss, stacked(l2s), stacked(us), stacked(vs)
+
+    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor):
+        """The additive sum of k(X, X) on its lower triangle without keeping base blocks
+        (:func:`~hdgp.kernels.functions.se_additive_sum.se_lower_additive_sum`) when every group is a
+        constrained SE kernel; None otherwise."""
+        parts = self.outer_parts(x)
+        if parts is None:
+            return None
+        x, miss, l2, u, v = parts
+        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
+
+    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor):
+        """The additive sum of k(X1, X2) without keeping base blocks
+        (:func:`~hdgp.kernels.functions.se_additive_sum.se_cross_additive_sum`) when every group is a
+        constrained SE kernel; None otherwise."""
+        parts1, parts2 = self.outer_parts(x1), self.outer_parts(x2)
+        if parts1 is None or parts2 is None:
+            return None
+        (a, miss1, l2, u1, _), (b, miss2, _, _, v2) = parts1, parts2
+        return se_cross_additive_sum(a, b, l2, u1, v2, miss1, miss2, order_variances)

@@ -49,7 +49,7 @@ from ..measures import MixtureMeasure
 from ._constraints import log_positive
 from ._elementwise import exp_
 from .additive_kernel import AdditiveKernel
-from .functions.se_additive_sum import se_lower_additive_sum
+from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
 from .se_kernel import FeatureKernel, se_minus_outer
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel", "OrthogonalAdditiveKernel"]
@@ -87,6 +87,13 @@ def _se_overlap_matrix(mu, var, x1, x2, l2):
     centre = x1 - 2 * mu + x2.transpose(-1, -2)
     out.add_(centre.square_().mul_(-0.125 / (r + var)))
     return exp_(out).mul_(torch.sqrt(r / (r + var)))
+
+
+def _cross_from_parts(parts1, parts2, order_variances: torch.Tensor) -> torch.Tensor:
+    """:func:`se_cross_additive_sum` from the :meth:`ConstrainedSEKernel.outer_parts` of both inputs."""
+    x1, miss1, l2, u1, _ = parts1
+    x2, miss2, _, _, v2 = parts2
+    return se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances)
 
 
 def _mask_missing(x: torch.Tensor):
@@ -207,6 +214,20 @@ class ConstrainedSEKernel(FeatureKernel):
         m2 = self._mean_embedding(x2, l2)
         return _zero_missing(se_minus_outer(x1, x2, l2, m1 / c.squeeze(-1), m2), miss1, miss2)
 
+    def outer_parts(self, x: torch.Tensor):
+        r"""The pieces of :math:`\tilde k_i = E_i - u_i v_i^\top` at the points ``x``: ``(x, miss, l2, u, v)``
+        with ``x`` (D, n, 1) its missing cells set to 0, ``miss`` those cells (or None), :math:`\ell^2`
+        (D, 1, 1), :math:`u = m(x)/c` and :math:`v = m(x)` (D, n) (class docstring), differentiable in the
+        length-scales. :math:`\tilde k(x, x')` is :math:`E(x, x') - u(x) v(x')` with the rows of missing
+        cells zeroed, as :meth:`forward` computes it.
+        """
+        self._check_layout(x)
+        l2 = self.lengthscale**2
+        c = self._total_variance(l2)
+        miss, x = _mask_missing(x)
+        m = self._mean_embedding(x, l2)
+        return x, miss, l2, m / c.squeeze(-1), m
+
     def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor) -> torch.Tensor:
         r""":math:`\sum_r \sigma_r^2 e_r(\tilde k_1, \dots, \tilde k_D)(X, X)` summed over the lower
         triangle's row blocks ``bounds`` without keeping the blocks
@@ -219,12 +240,20 @@ class ConstrainedSEKernel(FeatureKernel):
         bounds : sequence of (r0, r1)
         order_variances : torch.Tensor of shape (R + 1,)
         """
-        self._check_layout(x)
-        l2 = self.lengthscale**2
-        c = self._total_variance(l2)
-        miss, x = _mask_missing(x)
-        m = self._mean_embedding(x, l2)
-        return se_lower_additive_sum(x, bounds, l2, m / c.squeeze(-1), m, miss, order_variances)
+        x, miss, l2, u, v = self.outer_parts(x)
+        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
+
+    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor) -> torch.Tensor:
+        r""":math:`\sum_r \sigma_r^2 e_r(\tilde k_1, \dots, \tilde k_D)(X_1, X_2)` in row blocks without
+        keeping them (:func:`~hdgp.kernels.functions.se_additive_sum.se_cross_additive_sum`): the values and
+        gradients of :meth:`forward` summed by :func:`~hdgp.kernels.additive_kernel.additive_sum`.
+
+        Parameters
+        ----------
+        x1, x2 : torch.Tensor of shape (D, n, 1) and (D, m, 1), without a gradient
+        order_variances : torch.Tensor of shape (R + 1,)
+        """
+        return _cross_from_parts(self.outer_parts(x1), self.outer_parts(x2), order_variances)
 
     def lower_row_blocks(self, x: torch.Tensor, bounds) -> list[torch.Tensor]:
         r"""``[forward(x[..., r0:r1, :], x[..., :r1, :]) for r0, r1 in bounds]``: the row blocks of

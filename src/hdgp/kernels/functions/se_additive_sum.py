@@ -1,12 +1,13 @@
-r"""The additive sum of constrained SE matrices over the lower triangle of :math:`k(X, X)`, in one
-autograd function that keeps no base matrix between its passes.
+r"""The additive sum of constrained SE matrices, :math:`k(X, X)` on its lower triangle or a cross-covariance
+:math:`k(X_1, X_2)`, in one autograd function that keeps no base matrix between its passes.
 
-With per-feature matrices :math:`K_i = E_i - u_i v_i^\top`, :math:`E_i = e^{-(x_{ia} - x_{ib})^2/2\ell_i^2}`
+With per-feature matrices :math:`K_i = E_i - u_i v_i^\top`, :math:`E_i = e^{-(x_{ia} - x'_{ib})^2/2\ell_i^2}`
 (:class:`~hdgp.kernels.se_kernel._SEMinusOuter`), the value is
-:math:`\sum_{r=0}^{R} \sigma_r^2 e_r(K_1, \dots, K_D)` (:class:`._SymmetricAdditiveSum`). Chained,
-those two functions hold every row block's :math:`D` base matrices from the forward pass to the
-backward pass (:math:`D n^2/2` values, fresh memory at every evaluation) and hand the backward pass a
-second stack of that size, :math:`\partial L/\partial K_i`. Here each row block's matrices live in one
+:math:`\sum_{r=0}^{R} \sigma_r^2 e_r(K_1, \dots, K_D)` (:class:`._SymmetricAdditiveSum`,
+:class:`._AdditiveSum`). Chained, those functions hold every row block's :math:`D` base matrices from the
+forward pass to the backward pass (:math:`D n^2/2` values for :math:`k(X, X)`, :math:`D n m` for a
+cross-covariance such as SGPR's :math:`K_{uf}`; fresh memory at every evaluation) and hand the backward pass
+a second stack of that size, :math:`\partial L/\partial K_i`. Here each row block's matrices live in one
 reused buffer: the forward pass sums them and moves on; the backward pass forms them again (one
 exponential per entry and feature), runs the order sum's reverse sweep into a second reused buffer and
 reduces it at once to the gradients of :math:`\ell_i^2`, :math:`u_i` and :math:`v_i` (the formulas of
@@ -19,83 +20,110 @@ import numpy as np
 import torch
 
 from .._autograd import refuse_double_backward
-from .._compiled import as_array, rows_backward, rows_forward, se_exponent_rows
+from .._compiled import as_array, rows_backward, rows_forward, se_exponent_block
 from .._elementwise import exp_
 from ..ard_kernel import _centred
 from ..se_kernel import _compiled_reductions
 from .triangle import _fold_upper_onto_lower, _mirror_lower
 
-__all__ = ["se_lower_additive_sum"]
+__all__ = ["se_cross_additive_sum", "se_lower_additive_sum"]
+
+#: Bytes of one row block of a cross-covariance's base matrices (D x rows x columns): blocks stay below
+#: glibc's 32 MB mmap threshold (the forward pass keeps one, the backward pass two), so they are reused
+#: from the heap instead of coming fresh from the OS at every call.
+_CROSS_BLOCK_BYTES = 2**23
 
 
-def _block(x, r0, r1, l2, u, v, miss, buf, scale):
-    r"""Row block ``(D, r1 - r0, r1)`` of the constrained SE matrices in ``buf``'s first entries, with
-    the rows and columns of missing cells zeroed; ``scale`` is :math:`-1/2\ell^2` as an array ``(D,)``."""
-    n_dims = x.shape[0]
-    K = buf[: n_dims * (r1 - r0) * r1].view(n_dims, r1 - r0, r1)
-    se_exponent_rows(x.numpy().reshape(n_dims, -1), r0, scale, K.numpy())
+def _block(xa, xb, r0, r1, cols, u, v, miss_a, miss_b, buf, scale):
+    r"""Row block ``(D, r1 - r0, cols)`` of the constrained SE matrices between rows ``r0..r1`` of ``xa``
+    and the first ``cols`` of ``xb`` (NumPy ``(D, n)``, ``(D, m)``) in ``buf``'s first entries, with the
+    rows and columns of missing cells zeroed; ``scale`` is :math:`-1/2\ell^2` as an array ``(D,)``."""
+    n_dims = xa.shape[0]
+    K = buf[: n_dims * (r1 - r0) * cols].view(n_dims, r1 - r0, cols)
+    se_exponent_block(xa, r0, xb, scale, K.numpy())
     exp_(K)
-    K.addcmul_(u[:, r0:r1].unsqueeze(-1), v[:, :r1].unsqueeze(-2), value=-1.0)
-    if miss is not None:
-        _zero_rows_cols(K, miss, r0, r1)
+    K.addcmul_(u[:, r0:r1].unsqueeze(-1), v[:, :cols].unsqueeze(-2), value=-1.0)
+    _zero_missing(K, miss_a, miss_b, r0, r1, cols)
     return K
 
 
-def _zero_rows_cols(K, miss, r0, r1):
-    K.masked_fill_(miss[:, r0:r1], 0.0)
-    K.masked_fill_(miss[:, :r1].transpose(-1, -2), 0.0)
+def _zero_missing(K, miss_a, miss_b, r0, r1, cols):
+    if miss_a is not None:
+        K.masked_fill_(miss_a[:, r0:r1], 0.0)
+    if miss_b is not None:
+        K.masked_fill_(miss_b[:, :cols].transpose(-1, -2), 0.0)
 
 
-class _SELowerAdditiveSum(torch.autograd.Function):
-    """See the module docstring. Inputs ``x`` (D, n, 1) with missing cells set to 0, ``miss`` (D, n, 1)
-    or None, ``l2`` (D, 1, 1), ``u``, ``v`` (D, n); ``bounds`` the row blocks ``(r0, r1)`` of rows 0..n."""
+class _SEAdditiveSum(torch.autograd.Function):
+    """See the module docstring. Inputs ``xa`` (D, n, 1) and ``xb`` (D, m, 1) with missing cells set to 0
+    (``lower``: ``xb`` is ``xa``), ``miss_a``, ``miss_b`` their missing cells or None, ``l2`` (D, 1, 1),
+    ``u`` (D, n), ``v`` (D, m); ``bounds`` the row blocks ``(r0, r1)`` of rows 0..n. ``lower``: the lower
+    triangle of the symmetric k(X, X), block ``(r0, r1)`` covering columns ``0..r1``; otherwise every
+    block covers all ``m`` columns."""
 
     @staticmethod
-    def forward(ctx, order_variances, l2, u, v, x, miss, bounds):
-        n = x.shape[-2]
-        out = x.new_empty(n, n)
-        size = max(x.shape[0] * (r1 - r0) * r1 for r0, r1 in bounds)
-        buf = x.new_empty(size)
-        variances, scale = as_array(order_variances, x.dtype), as_array((-0.5 / l2).reshape(-1))
+    def forward(ctx, order_variances, l2, u, v, xa, xb, miss_a, miss_b, bounds, lower):
+        n, m = xa.shape[-2], xb.shape[-2]
+        out = xa.new_empty(n, m)
+        size = max(xa.shape[0] * (r1 - r0) * (r1 if lower else m) for r0, r1 in bounds)
+        buf = xa.new_empty(size)
+        variances, scale = as_array(order_variances, xa.dtype), as_array((-0.5 / l2).reshape(-1))
+        a, b = _rows(xa), _rows(xb)
         for r0, r1 in bounds:
-            rows_forward(as_array(_block(x, r0, r1, l2, u, v, miss, buf, scale)), r0, True, variances, out.numpy())
-        ctx.save_for_backward(order_variances, l2, u, v, x, miss)
-        ctx.bounds = bounds
-        return _mirror_lower(out)
+            cols = r1 if lower else m
+            block = _block(a, b, r0, r1, cols, u, v, miss_a, miss_b, buf, scale)
+            rows_forward(as_array(block), r0, lower, variances, out.numpy())
+        ctx.save_for_backward(order_variances, l2, u, v, xa, xb, miss_a, miss_b)
+        ctx.bounds, ctx.lower = bounds, lower
+        return _mirror_lower(out) if lower else out
 
     @staticmethod
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
-        order_variances, l2, u, v, x, miss = ctx.saved_tensors
+        order_variances, l2, u, v, xa, xb, miss_a, miss_b = ctx.saved_tensors
+        lower = ctx.lower
         need_var, need_l2, need_u, need_v = ctx.needs_input_grad[:4]
-        mirrored = as_array(_fold_upper_onto_lower(grad_out))  # an entry left of the diagonal stands for its mirror too
-        variances, scale = as_array(order_variances, x.dtype), as_array((-0.5 / l2).reshape(-1))
+        # lower: an entry left of the diagonal stands for its mirror too
+        g = as_array(_fold_upper_onto_lower(grad_out) if lower else grad_out, xa.dtype)
+        variances, scale = as_array(order_variances, xa.dtype), as_array((-0.5 / l2).reshape(-1))
         grad_var = np.zeros(variances.shape, dtype=np.float64)
-        n_dims = x.shape[0]
-        size = max(n_dims * (r1 - r0) * r1 for r0, r1 in ctx.bounds)
-        buf, gbuf = x.new_empty(size), x.new_empty(size)
+        n_dims, m = xa.shape[0], xb.shape[-2]
+        size = max(n_dims * (r1 - r0) * (r1 if lower else m) for r0, r1 in ctx.bounds)
+        buf, gbuf = xa.new_empty(size), xa.new_empty(size)
         total = torch.zeros(n_dims, dtype=torch.float64)
         g_u, g_v = torch.zeros_like(u), torch.zeros_like(v)
         need_base = need_l2 or need_u or need_v
+        a, b = _rows(xa), _rows(xb)
+        if not lower:  # every block has all columns: one centre (the median of xb) for all
+            a_all, b_all = _centred(xa, xb)
         for r0, r1 in ctx.bounds:
-            K = _block(x, r0, r1, l2, u, v, miss, buf, scale)
+            cols = r1 if lower else m
+            K = _block(a, b, r0, r1, cols, u, v, miss_a, miss_b, buf, scale)
             gK = gbuf[: K.numel()].view(K.shape)
-            rows_backward(as_array(K), r0, True, variances, mirrored, need_base, gK.numpy(), grad_var)
+            rows_backward(as_array(K), r0, lower, variances, g, need_base, gK.numpy(), grad_var)
             if not need_base:
                 continue
-            if miss is not None:  # masked entries are constants: no gradient reaches their parameters
-                _zero_rows_cols(gK, miss, r0, r1)
-            a0, b0 = _centred(x[:, r0:r1], x[:, :r1])
-            ub, vb = u[:, r0:r1], v[:, :r1]
-            rows, cols, Wb, WTa, gu, gv = _compiled_reductions(K, gK, a0, b0, ub, vb)
+            # masked entries are constants: no gradient reaches their parameters
+            _zero_missing(gK, miss_a, miss_b, r0, r1, cols)
+            if lower:
+                a0, b0 = _centred(xa[:, r0:r1], xa[:, :r1])
+            else:
+                a0, b0 = a_all[:, r0:r1], b_all
+            ub, vb = u[:, r0:r1], v[:, :cols]
+            rows, col_sums, Wb, WTa, gu, gv = _compiled_reductions(K, gK, a0, b0, ub, vb)
             # Σ W (a − b)² of _SEMinusOuter's ℓ² gradient, W = G ⊙ (K + u vᵀ)
             total += ((a0.square() * rows).sum((-1, -2)) - 2 * (a0 * Wb).sum((-1, -2))
-                      + (b0.square() * cols).sum((-1, -2))).to(total)
+                      + (b0.square() * col_sums).sum((-1, -2))).to(total)
             g_u[:, r0:r1] += gu
-            g_v[:, :r1] += gv
+            g_v[:, :cols] += gv
         g_l2 = (total.to(l2).reshape(l2.shape) / (2 * l2.square())) if need_l2 else None
         return (torch.from_numpy(grad_var).to(order_variances) if need_var else None, g_l2,
-                g_u if need_u else None, g_v if need_v else None, None, None, None)
+                g_u if need_u else None, g_v if need_v else None, None, None, None, None, None, None)
+
+
+def _rows(x: torch.Tensor) -> np.ndarray:
+    """``x`` (D, n, 1) as the NumPy array (D, n) the compiled exponent reads (a view)."""
+    return x.numpy().reshape(x.shape[0], -1)
 
 
 def se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances):
@@ -121,5 +149,43 @@ def se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances):
     """
     if x.requires_grad:
         raise ValueError("se_lower_additive_sum takes inputs without a gradient.")
-    return _SELowerAdditiveSum.apply(order_variances, l2, u, v, x.detach().contiguous(), miss,
-                                     tuple((int(r0), int(r1)) for r0, r1 in bounds))
+    x = x.detach().contiguous()
+    return _SEAdditiveSum.apply(order_variances, l2, u, v, x, x, miss, miss,
+                                tuple((int(r0), int(r1)) for r0, r1 in bounds), True)
+
+
+def se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances):
+    r""":math:`\sum_r \sigma_r^2 e_r(K_1, \dots, K_D)` with :math:`K_i = E_i(X_1, X_2) - u_i v_i^\top`, the
+    cross-covariance between the rows of ``x1`` and ``x2`` (module docstring), walked over row blocks of
+    the longer of the two of at most :data:`_CROSS_BLOCK_BYTES` each.
+
+    For a shorter ``x1`` the sum runs over ``k(x2, x1)`` and returns its transpose: :math:`E_i` is
+    symmetric and :math:`u_{ia} v_{ib}` is the same product either way round, so the values are those
+    of the direct walk.
+
+    Parameters
+    ----------
+    x1, x2 : torch.Tensor of shape (D, n, 1) and (D, m, 1)
+        Inputs, one feature per batch entry, missing cells set to any finite value; no gradient.
+    l2 : torch.Tensor of shape (D, 1, 1)
+        Squared length-scales.
+    u1, v2 : torch.Tensor of shape (D, n) and (D, m)
+    miss1, miss2 : torch.Tensor of shape (D, n, 1) and (D, m, 1), or None
+        Missing cells: their rows (of ``x1``) and columns (of ``x2``) of :math:`K_i` are zero.
+    order_variances : torch.Tensor of shape (R + 1,)
+
+    Returns
+    -------
+    torch.Tensor of shape (n, m)
+    """
+    if x1.requires_grad or x2.requires_grad:
+        raise ValueError("se_cross_additive_sum takes inputs without a gradient.")
+    x1, x2 = x1.detach().contiguous(), x2.detach().contiguous()
+    flip = x1.shape[-2] < x2.shape[-2]
+    if flip:
+        x1, x2, u1, v2, miss1, miss2 = x2, x1, v2, u1, miss2, miss1
+    n, m = x1.shape[-2], x2.shape[-2]
+    step = max(1, _CROSS_BLOCK_BYTES // (x1.shape[0] * max(m, 1) * x1.element_size()))
+    bounds = tuple((r0, min(r0 + step, n)) for r0 in range(0, n, step))
+    out = _SEAdditiveSum.apply(order_variances, l2, u1, v2, x1, x2, miss1, miss2, bounds, False)
+    return out.transpose(-1, -2) if flip else out
