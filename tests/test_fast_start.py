@@ -45,3 +45,13 @@ def test_every_command_is_listed_with_its_own_short_help():
         assert command is not None and f"  {name} " in listed
         first = command.get_short_help_str(200).rstrip(".")
         assert first[:40] in " ".join(listed.split()), name  # the static line matches the command's own
+
+
+def test_a_first_oak_fit_does_not_import_sympy():
+    """torch.broadcast_shapes imports SymPy on its first call (about a second of every process's first
+    fit): the kernels broadcast batch shapes with NumPy's rule instead."""
+    code = ("import sys, warnings, numpy as np, hdgp; warnings.simplefilter('ignore'); "
+            "X = np.random.default_rng(0).normal(size=(40, 3)); "
+            "hdgp.OAKRegressor(max_iter=2).fit(X, X[:, 0]).predict(X); print('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out == ["False"]

@@ -85,3 +85,36 @@ def test_cost_estimate_counts_the_second_fit_of_flow_choose(monkeypatch):
     assert _starts_estimated(monkeypatch, X, y, flow=True) == [1]
     heavy = np.c_[rng.standard_t(2, size=320), rng.standard_t(2, size=320)]  # heavy tails: one fit
     assert _starts_estimated(monkeypatch, heavy, y) == [1]
+
+
+def test_large_sparse_fit_runs_in_two_stages(monkeypatch):
+    """Above SPARSE_STAGE_ROWS rows a sparse fit runs the whole policy on that many random rows, then one
+    warm fit on all rows at the order chosen there: it must keep that order, end at least as high on
+    the full data's bound as the subset's parameters do there, restore the user's parameters and be
+    deterministic; with fewer rows (or exact inference) it is the one-stage fit."""
+    X, y = additive_data(400, d=4)
+    monkeypatch.setattr(oak_module, "SPARSE_STAGE_ROWS", 150)
+    monkeypatch.setattr(oak_module, "SPARSE_STAGE_TWO_MAX_ITER", 15)
+    seen = []
+    fit = _base.BaseGPRegressor.fit
+
+    def spy(self, X, y):
+        seen.append((len(X), self.warm_start, self.max_iter, self.max_order_))
+        return fit(self, X, y)
+
+    monkeypatch.setattr(_base.BaseGPRegressor, "fit", spy)
+    params = dict(inference="sparse", n_inducing=30, random_state=0, flow=True)  # one flow: one two-stage fit
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the capped second stage may stop at its iteration budget
+        est = OAKRegressor(**params).fit(X, y)
+        stage_one_rows = [rows for rows, *_ in seen[:-1]]
+        assert set(stage_one_rows) == {150} and seen[-1] == (400, True, 15, est.max_order_)
+        assert est.warm_start is False and est.max_iter is None and est.max_order is None
+        assert est.X_train_.shape[0] == 400 and est.n_iter_ <= 2 * 15  # objective evaluations: 2 per iteration at most
+        again = OAKRegressor(**params).fit(X, y)
+        assert again.fit_result_.loss == est.fit_result_.loss
+        seen.clear()
+        OAKRegressor(**{**params, "inference": "exact"}).fit(X[:200], y[:200])
+        assert all(rows == 200 for rows, *_ in seen)
+    rmse = np.sqrt(np.mean((est.predict(X) - y) ** 2))
+    assert rmse < 0.5 * np.std(y)

@@ -33,6 +33,7 @@ from torch.utils.checkpoint import checkpoint
 from ._autograd import refuse_double_backward
 from ._constraints import log_positive
 from ._elementwise import exp_
+from ._own_batch_shape import broadcast_batch
 from .ard_kernel import _centred
 
 __all__ = ["ProjectedAdditiveKernel"]
@@ -162,7 +163,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
         symmetric = Z1 is Z2
         groups = _term_groups(Z1, Z2, slices, symmetric)
         n1, n2 = Z1.shape[-2], Z2.shape[-2]
-        K = Z1.new_empty(torch.broadcast_shapes(Z1.shape[:-2], Z2.shape[:-2]) + (n1, n2))
+        K = Z1.new_empty(broadcast_batch(Z1.shape[:-2], Z2.shape[:-2]) + (n1, n2))
         zero = K.new_zeros(())
         for r0, nr, c0 in _row_blocks(groups, n1, n2, K.shape[:-2], Z1.device, symmetric):
             block = None
@@ -186,7 +187,7 @@ class _ProjectedRBFSum(torch.autograd.Function):
         symmetric = ctx.symmetric and need_z1 and need_z2
         groups = _term_groups(Z1, Z2, ctx.slices, ctx.symmetric)
         n1, n2 = Z1.shape[-2], Z2.shape[-2]
-        G = torch.broadcast_to(G, torch.broadcast_shapes(G.shape, Z1.shape[:-2] + (n1, n2)))
+        G = torch.broadcast_to(G, broadcast_batch(G.shape, Z1.shape[:-2] + (n1, n2)))
         batch = G.shape[:-2]
         g1 = [G.new_zeros(batch + U1.shape[-3:]) for _, U1, _ in groups] if need_z1 else None
         g2 = [G.new_zeros(batch + U2.shape[-3:]) for _, _, U2 in groups] if need_z2 and not symmetric else None

@@ -17,6 +17,7 @@ from gpytorch.kernels import Kernel
 from ._constraints import log_positive
 from ._compiled import as_array, se_outer_backward, use_compiled
 from ._elementwise import exp_
+from ._own_batch_shape import broadcast_batch
 from .ard_kernel import _centred
 
 __all__ = ["FeatureKernel", "SEKernel", "UnitStationaryFeatureKernel", "se_minus_outer"]
@@ -107,7 +108,7 @@ def _compiled_reductions(K, G, a0, b0, u, v):
 
 def se_minus_outer(a, b, l2, u=None, v=None):
     """SE matrix ``exp(-(a - bᵀ)² / 2 l2)``, minus ``u vᵀ`` when given (see :class:`_SEMinusOuter`)."""
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = broadcast_batch(a.shape[:-2], b.shape[:-2])
     a, b = a.expand(*batch, *a.shape[-2:]), b.expand(*batch, *b.shape[-2:])
     if u is not None:
         u, v = u.expand(*batch, u.shape[-1]), v.expand(*batch, v.shape[-1])
