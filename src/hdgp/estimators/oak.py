@@ -179,8 +179,10 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         ``n_restarts`` do not apply). ``"auto"``: exact up to 5000 training rows, sparse
         beyond. An exact fit on more than :data:`SUBSET_FIT_MIN_ROWS` rows fits the hyper-parameters
         on a random :data:`SUBSET_FIT_FRACTION` of the rows (at least :data:`SUBSET_FIT_ROWS`) first
-        and polishes them on all rows
-        (``start_ = "subset"``, the subset fit's diagnostics in ``init_result_``). With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
+        and polishes them on all rows (``start_ = "subset"``, the subset fit's diagnostics in
+        ``init_result_``); a sparse fit on more than :data:`SPARSE_STAGE_ROWS` rows runs the whole fit
+        on that many random rows, then a warm fit on all rows at the order chosen there
+        (``start_ = "warm"``). With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
         so the Sobol indices and component means are OAK eqs. 13–14 with :math:`X \to Z`;
         component variances use the whole :math:`q(f(Z))`
         (:func:`hdgp.explain.component_posterior`). Inducing points start at k-means
