@@ -469,9 +469,11 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     def _fit_and_choose_order(self, X: np.ndarray, y) -> None:
         """One fit with ``max_order`` resolved (``None``: chosen from the data, raised when order 3 holds
         Sobol mass), Sobol indices included; in two stages for a large sparse fit (:data:`SPARSE_STAGE_ROWS`)."""
-        n = len(X)
-        if (not self.warm_start and n > SPARSE_STAGE_ROWS and np.shape(y) == (n,)
-                and self._resolve_inference(n) == "sparse"):
+        try:  # any array-like (validate_numeric reports what it cannot read)
+            n = np.shape(X)[0] if np.ndim(X) == 2 and np.shape(y) == np.shape(X)[:1] else 0
+        except (TypeError, ValueError):
+            n = 0
+        if not self.warm_start and n > SPARSE_STAGE_ROWS and self._resolve_inference(n) == "sparse":
             rows = np.sort(check_random_state(self.random_state).choice(n, SPARSE_STAGE_ROWS, replace=False))
             self._fit_and_choose_order(X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows],
                                        np.asarray(y)[rows])
