@@ -125,5 +125,13 @@ def test_auto_fits_the_stack_on_a_table_with_a_categorical_column(monkeypatch, t
     loaded = hdgp.load(tmp_path / "m.hdgp")
     pd.testing.assert_frame_equal(loaded.predict(FRAME.head(5)), tm.predict(FRAME.head(5)), rtol=1e-10)
     assert loaded.metadata["members"] == members and hdgp.summary(loaded) == tm.summary()
+    assert "member RBF-ARD, weight 0.600:" in tm.summary() and "member OAK, weight 0.400:" in tm.summary()
+    # hdgp explain: the Sobol indices are OAK's, the member that has them, with its weight said
+    from hdgp.workflow.report import report_data, write_report
+
+    data = report_data(loaded)
+    assert data["explained_member"] == {"model": "OAK", "weight": 0.4} and data["sobol"]
+    page = write_report(loaded, tmp_path / "report").read_text()
+    assert "its member OAK (weight 0.400)" in page and "stacking weights: RBF-ARD 0.600, OAK 0.400" in page
     score = tm.estimator.score(tm.transform(FRAME), FRAME["y"])
     assert 0.5 < score <= 1.0

@@ -3,6 +3,7 @@
 Rule (documented in ``hdgp fit --help``):
 
 1. Candidates by training-set size n (:func:`candidate_models`):
+   n ≤ :data:`CV_MAX_ROWS`: OAK, Additive, GAM, DPA-GP-ARD, RBF-ARD, SIGP;
    n ≤ 3000: OAK, DPA-GP-ARD, RBF-ARD, SIGP (exact inference, all affordable);
    3000 < n ≤ 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
    n > 20000: DPA-GP-ARD (SKI, linear in n), SGPR-RBF-ARD.
@@ -87,6 +88,8 @@ MAX_MEMBERS_LARGE = 2
 
 def candidate_models(n: int) -> list[str]:
     """Preset names tried by ``--model auto`` for ``n`` training rows."""
+    if n <= CV_MAX_ROWS:  # cheap: the first-order and all-order additive GPs too, for the stack
+        return ["OAK", "Additive", "GAM", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
     if n <= 3000:
         return ["OAK", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
     if n <= 20000:
