@@ -11,7 +11,8 @@ from scipy.stats import norm
 import hdgp
 from hdgp.workflow import fit_table
 from hdgp.workflow import select as select_module
-from hdgp.workflow.stacking import StackedClassifier, StackedRegressor, stack_members, stacking_weights
+from hdgp.workflow.stacking import (StackedClassifier, StackedRegressor, mixture_evidence, stack_members,
+                                    stacking_weights)
 
 RNG = np.random.default_rng(5)
 FRAME = pd.DataFrame(RNG.normal(size=(70, 2)), columns=["a", "b"])
@@ -46,6 +47,20 @@ def test_small_weights_are_dropped_and_the_rest_solved_again():
     members = stack_members({"a": logs[:, 0], "b": logs[:, 1], "c": logs[:, 2]}, max_members=2)
     assert set(members) == {"a", "b"} and sum(members.values()) == pytest.approx(1.0)
     assert members["a"] == pytest.approx(0.5, abs=1e-4)
+
+
+def test_a_mixture_is_kept_only_beyond_what_its_fitted_weights_explain():
+    base = RNG.normal(size=400)
+    twins = {"a": base + 0.01 * RNG.normal(size=400), "b": base + 0.01 * RNG.normal(size=400)}
+    weights = stacking_weights(twins)  # two copies of one model: any mixture, a gain of noise only
+    gain, penalty = mixture_evidence(twins, weights)
+    assert -1e-12 <= gain < penalty == pytest.approx(1 / 800)
+    # complementary candidates: each is right on half of the rows
+    half = np.r_[np.zeros(200), np.ones(200)].astype(bool)
+    pair = {"a": np.where(half, -0.5, -3.0), "b": np.where(half, -3.0, -0.5)}
+    gain, penalty = mixture_evidence(pair, stack_members(pair))
+    assert gain == pytest.approx(np.log(0.5 * np.exp(-0.5) + 0.5 * np.exp(-3.0)) - np.mean(pair["a"]), rel=1e-6)
+    assert gain > 0.5 > penalty
 
 
 class _Fixed:
@@ -96,6 +111,7 @@ def test_auto_fits_the_stack_on_a_table_with_a_categorical_column(monkeypatch, t
     monkeypatch.setattr(select_module, "candidate_models", lambda n: ["OAK", "RBF-ARD"])  # codes and one-hot
     weights = {"RBF-ARD": 0.6, "OAK": 0.4}  # whatever the data: the path of a mixture
     monkeypatch.setattr(select_module, "stack_members", lambda terms, **kw: {k: weights[k] for k in weights})
+    monkeypatch.setattr(select_module, "mixture_evidence", lambda terms, w: (1.0, 0.0))
     messages = []
     tm = fit_table(FRAME, "y", model="auto", params={"max_iter": 20}, progress=messages.append)
     rows = {r["model"]: r for r in tm.metadata["selection"]}

@@ -144,10 +144,9 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     no evaluation, all rows). Columns that number the rows (a pandas index
     written to the CSV) or hold a single value are left out, with a note.
 
-    --model auto compares the candidates suited to the data size (n ≤ 600: OAK,
-    Additive, GAM, DPA-GP-ARD, RBF-ARD, SIGP; n ≤ 3000: OAK, DPA-GP-ARD, RBF-ARD,
-    SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP; beyond: DPA-GP-ARD,
-    SGPR-RBF-ARD) by their mean log predictive density on 20 % of the training
+    --model auto compares the candidates suited to the data size (n ≤ 3000: OAK,
+    DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
+    beyond: DPA-GP-ARD, SGPR-RBF-ARD) by their mean log predictive density on 20 % of the training
     rows once their predictive variances are calibrated there (one factor: the
     mean squared standardised error). Candidates are fitted by successive
     halving on growing subsets of the other 80 % (×3 per rung, from 200 rows):

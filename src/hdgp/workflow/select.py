@@ -3,7 +3,6 @@
 Rule (documented in ``hdgp fit --help``):
 
 1. Candidates by training-set size n (:func:`candidate_models`):
-   n ≤ :data:`CV_MAX_ROWS`: OAK, Additive, GAM, DPA-GP-ARD, RBF-ARD, SIGP;
    n ≤ 3000: OAK, DPA-GP-ARD, RBF-ARD, SIGP (exact inference, all affordable);
    3000 < n ≤ 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
    n > 20000: DPA-GP-ARD (SKI, linear in n), SGPR-RBF-ARD.
@@ -37,8 +36,12 @@ Rule (documented in ``hdgp fit --help``):
    :math:`\\sum_k w_k p_k(y_i \\mid x_i)` over the same pooled validation rows (Bayesian stacking,
    Yao et al. 2018); the candidates with weight ≥ :data:`~hdgp.workflow.stacking.MIN_WEIGHT` are the
    members (at most :data:`~hdgp.workflow.stacking.MAX_MEMBERS`, or :data:`MAX_MEMBERS_LARGE` above
-   :data:`CV_MAX_ROWS` training rows), their weights solved again among them. One member with all the
-   weight is the single best choice; several predict as their mixture.
+   :data:`CV_MAX_ROWS` training rows), their weights solved again among them. The mixture is kept
+   only when its mean validation log density beats the best candidate's by more than
+   :math:`(K - 1) / 2m` for K members and m validation rows: fitted on the same rows, K − 1 free
+   weights raise it by about half a nat each (Akaike's correction), so a smaller gain is no evidence
+   of a better model; the best candidate alone is then the choice, as it is when it takes all the
+   weight. Several members predict as their mixture.
 4. Each member is refitted on all training rows. Up to :data:`CV_MAX_ROWS` training rows, from
    its generic start and (hdgp's GP regressors) from its validated fit (``warm_start``),
    keeping the better training objective; beyond, hdgp's GP regressors from the validated fit
@@ -65,7 +68,7 @@ from ..io.table import TableError
 from ..presets import preset
 from .classification import classifier_candidates, evaluate_classifier, predict_proba_codes
 from .estimation import evaluate, keep_levels_in_training, make_estimator, timed_fit
-from .stacking import MAX_MEMBERS, stack_members
+from .stacking import MAX_MEMBERS, mixture_evidence, stack_members
 
 __all__ = ["candidate_models", "select_model", "rung_sizes", "survivors", "VALIDATION_FRACTION", "MIN_AUTO_ROWS",
            "MIN_RUNG_ROWS", "RUNG_GROWTH", "NOISE_Z"]
@@ -88,8 +91,6 @@ MAX_MEMBERS_LARGE = 2
 
 def candidate_models(n: int) -> list[str]:
     """Preset names tried by ``--model auto`` for ``n`` training rows."""
-    if n <= CV_MAX_ROWS:  # cheap: the first-order and all-order additive GPs too, for the stack
-        return ["OAK", "Additive", "GAM", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
     if n <= 3000:
         return ["OAK", "DPA-GP-ARD", "RBF-ARD", "SIGP"]
     if n <= 20000:
@@ -309,10 +310,16 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
                            + "; ".join(f"{r['model']}: {r['error']}" for r in rows.values()))
     weights = stack_members({name: per_row[name] for name in alive},
                             max_members=MAX_MEMBERS if n <= CV_MAX_ROWS else MAX_MEMBERS_LARGE)
-    best = next(iter(weights))  # the heaviest member
     if len(weights) > 1:
+        gain, penalty = mixture_evidence({name: per_row[name] for name in alive}, weights)
         progress("[auto] stacking weights (validation log density of the mixture): "
-                 + ", ".join(f"{name} {w:.3f}" for name, w in weights.items()))
+                 + ", ".join(f"{name} {w:.3f}" for name, w in weights.items())
+                 + f"; the mixture gains {gain:.4g} per row over the best candidate (needed: {penalty:.2g})")
+        if gain <= penalty:
+            single = max(alive, key=lambda name: float(np.mean(per_row[name])))
+            progress(f"[auto] no more than its {len(weights) - 1} fitted weight(s) explain: {single} alone")
+            weights = {single: 1.0}
+    best = next(iter(weights))  # the heaviest member
     out = list(rows.values())
     for row in out:
         row["selected"] = row["model"] == best

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-__all__ = ["MIN_WEIGHT", "MAX_MEMBERS", "stacking_weights", "stack_members", "StackedRegressor",
+__all__ = ["MIN_WEIGHT", "MAX_MEMBERS", "mixture_evidence", "mixture_gain", "stacking_weights", "stack_members", "StackedRegressor",
            "StackedClassifier"]
 
 #: A candidate with a smaller stacking weight is left out of the mixture (the others' are solved again).
@@ -72,7 +72,11 @@ def stacking_weights(terms: dict) -> dict:
             break
         last = objective
     w = np.clip(w, 0.0, None)
-    return dict(zip(names, (w / w.sum()).tolist()))
+    w = w / w.sum()
+    vertex = int(np.argmax(np.mean(np.log(dens), axis=0)))  # EM crawls on a flat optimum: never below the best one
+    if np.mean(np.log(dens @ w)) < np.mean(np.log(dens[:, vertex])):
+        w = np.eye(len(names))[vertex]
+    return dict(zip(names, w.tolist()))
 
 
 def stack_members(terms: dict, *, max_members: int = MAX_MEMBERS, min_weight: float = MIN_WEIGHT) -> dict:
@@ -85,6 +89,24 @@ def stack_members(terms: dict, *, max_members: int = MAX_MEMBERS, min_weight: fl
         return {k: weights[k] for k in order}
     again = stacking_weights({k: terms[k] for k in kept})
     return {k: again[k] for k in sorted(again, key=lambda k: -again[k])}
+
+
+def mixture_gain(terms: dict, weights: dict) -> np.ndarray:
+    """Per validation row, the mixture's log density minus that of the best single candidate (the
+    highest mean of ``terms``): :math:`\\log \\sum_k w_k p_k(y_i \\mid x_i) - \\log p_b(y_i \\mid x_i)`."""
+    best = max(terms, key=lambda k: float(np.mean(terms[k])))
+    logs = np.column_stack([np.asarray(terms[k], dtype=np.float64) for k in weights])
+    top = logs.max(axis=1)
+    mix = top + np.log(np.exp(logs - top[:, None]) @ np.asarray(list(weights.values())))
+    return mix - np.asarray(terms[best], dtype=np.float64)
+
+
+def mixture_evidence(terms: dict, weights: dict) -> tuple[float, float]:
+    """The mixture's mean validation gain over the best single candidate (:func:`mixture_gain`) and the
+    gain that ``len(weights) - 1`` weights fitted on these m rows give by themselves, :math:`(K-1)/2m`
+    (Akaike's half a nat per fitted parameter): keep the mixture only when the first is larger."""
+    gain = float(np.mean(mixture_gain(terms, weights)))
+    return gain, (len(weights) - 1) / (2 * len(next(iter(terms.values()))))
 
 
 class _Stacked(BaseEstimator):
