@@ -151,3 +151,23 @@ def test_auto_fits_the_stack_on_a_table_with_a_categorical_column(monkeypatch, t
     assert "its member OAK (weight 0.400)" in page and "stacking weights: RBF-ARD 0.600, OAK 0.400" in page
     score = tm.estimator.score(tm.transform(FRAME), FRAME["y"])
     assert 0.5 < score <= 1.0
+
+
+def test_cli_fit_and_explain_show_the_members(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from hdgp.cli import main
+
+    monkeypatch.setattr(select_module, "candidate_models", lambda n: ["GAM", "RBF-ARD"])
+    monkeypatch.setattr(select_module, "stack_members", lambda terms, **kw: {"GAM": 0.7, "RBF-ARD": 0.3})
+    monkeypatch.setattr(select_module, "mixture_evidence", lambda terms, w: (1.0, 0.0))
+    FRAME.to_csv(tmp_path / "t.csv", index=False)
+    result = CliRunner().invoke(main, ["fit", str(tmp_path / "t.csv"), "-t", "y", "-p", "max_iter=20",
+                                       "-o", str(tmp_path / "m.hdgp")])
+    assert result.exit_code == 0, result.output
+    assert "<- chosen (weight 0.700)" in result.stdout and "<- in the mixture, weight 0.300" in result.stdout
+    assert "hdgp model stack of GAM (0.70) + RBF-ARD (0.30)" in result.stdout
+    result = CliRunner().invoke(main, ["explain", str(tmp_path / "m.hdgp"), "-o", str(tmp_path / "r"), "--quiet"])
+    assert result.exit_code == 0, result.output
+    page = (tmp_path / "r" / "report.html").read_text()
+    assert "its member GAM (weight 0.700)" in page and "no Sobol" in page

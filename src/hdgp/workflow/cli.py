@@ -208,7 +208,8 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     if as_json:
         click.echo(json.dumps(_jsonable({
             "task": tm.task, "classes": list(tm.schema.classes) if tm.task == "classification" else None,
-            "model": meta["model"], "output": str(out), "target": target, "metrics": meta["metrics"],
+            "model": meta["model"], "members": meta.get("members"), "output": str(out), "target": target,
+            "metrics": meta["metrics"],
             "selection": meta["selection"], "fit_seconds": meta["fit_seconds"],
             "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"], "refit_all": meta["refit_all"],
             "learned": learned_quantities(tm.estimator, classes=tm.schema.classes), "warnings": meta["warnings"]}), indent=2))

@@ -161,9 +161,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
         or :func:`hdgp.workflow.classification.classifier_candidates` by successive halving on
-        growing subsets (5-fold cross-validation up to 600 training rows) and keep the one
-        with the best calibrated validation log predictive density / log-loss
-        (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
+        growing subsets (5-fold cross-validation up to 600 training rows), stack the ones left
+        by their calibrated validation log predictive density / log-loss
+        (:func:`hdgp.workflow.select.select_model`, :mod:`hdgp.workflow.stacking`: one of them
+        alone, or a mixture of up to three with weights), refit each member on all training rows
         (from its generic start and, for hdgp's GP regressors, also from its validated
         fit, keeping the better training objective; above 600 training rows a GP regressor
         from its validated fit only, see :func:`_refit_validated`) and give a regressor's predictive
@@ -192,7 +193,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     Returns
     -------
     TabularModel
-        ``metadata`` holds ``task``, ``model``, ``metrics`` (held-out), ``data``, ``holdout``
+        ``metadata`` holds ``task``, ``model`` (a preset, or ``"stack of A (w) + B (w)"``), ``members``
+        (``model`` and ``weight`` of each), ``metrics`` (held-out), ``data``, ``holdout``
         (held-out inputs, targets and predictions: ``mean``/``std`` for regression,
         ``proba`` for classification), ``selection``, ``fit_seconds`` and ``warnings``.
     """

@@ -317,7 +317,8 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
                  + f"; the mixture gains {gain:.4g} per row over the best candidate (needed: {penalty:.2g})")
         if gain <= penalty:
             single = max(alive, key=lambda name: float(np.mean(per_row[name])))
-            progress(f"[auto] no more than its {len(weights) - 1} fitted weight(s) explain: {single} alone")
+            progress(f"[auto] that gain is within what {len(weights) - 1} fitted weight(s) give by themselves: "
+                     f"{single} alone")
             weights = {single: 1.0}
     best = next(iter(weights))  # the heaviest member
     out = list(rows.values())

@@ -27,8 +27,8 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 
-__all__ = ["MIN_WEIGHT", "MAX_MEMBERS", "mixture_evidence", "mixture_gain", "stacking_weights", "stack_members", "StackedRegressor",
-           "StackedClassifier"]
+__all__ = ["MIN_WEIGHT", "MAX_MEMBERS", "mixture_evidence", "mixture_gain", "stacking_weights", "stack_members",
+           "StackedRegressor", "StackedClassifier"]
 
 #: A candidate with a smaller stacking weight is left out of the mixture (the others' are solved again).
 MIN_WEIGHT = 0.05
@@ -54,9 +54,12 @@ def stacking_weights(terms: dict) -> dict:
 
     Examples
     --------
+    Two rows favour a, one b; the optimum solves :math:`2(0.9 - 0.8 w_a) = 0.1 + 0.8 w_a`,
+    :math:`w_a = 17/24`:
+
     >>> w = stacking_weights({"a": np.log([0.9, 0.9, 0.1]), "b": np.log([0.1, 0.1, 0.9])})
     >>> round(w["a"], 3), round(w["b"], 3)
-    (0.625, 0.375)
+    (0.708, 0.292)
     """
     names = list(terms)
     logs = np.column_stack([np.asarray(terms[k], dtype=np.float64) for k in names])
@@ -73,9 +76,10 @@ def stacking_weights(terms: dict) -> dict:
         last = objective
     w = np.clip(w, 0.0, None)
     w = w / w.sum()
-    vertex = int(np.argmax(np.mean(np.log(dens), axis=0)))  # EM crawls on a flat optimum: never below the best one
-    if np.mean(np.log(dens @ w)) < np.mean(np.log(dens[:, vertex])):
-        w = np.eye(len(names))[vertex]
+    vertex = int(np.argmax(np.mean(logs, axis=0)))  # EM crawls on a flat optimum: never end below the best one
+    with np.errstate(divide="ignore"):
+        if np.mean(np.log(dens @ w)) < np.mean(np.log(dens[:, vertex])):
+            w = np.eye(len(names))[vertex]
     return dict(zip(names, w.tolist()))
 
 
