@@ -171,3 +171,22 @@ def test_cli_fit_and_explain_show_the_members(monkeypatch, tmp_path):
     assert result.exit_code == 0, result.output
     page = (tmp_path / "r" / "report.html").read_text()
     assert "its member GAM (weight 0.700)" in page and "no Sobol" in page
+
+
+def test_a_classifier_stack_is_saved_and_loaded(monkeypatch, tmp_path):
+    frame = FRAME.assign(y=np.where(FRAME["y"] > FRAME["y"].median(), "high", "low"))
+    monkeypatch.setattr(select_module, "classifier_candidates", lambda n, k: ["GP-classifier", "OAK-classifier"])
+    monkeypatch.setattr(select_module, "stack_members", lambda terms, **kw: {"OAK-classifier": 0.55,
+                                                                             "GP-classifier": 0.45})
+    monkeypatch.setattr(select_module, "mixture_evidence", lambda terms, w: (1.0, 0.0))
+    tm = fit_table(frame, "y", model="auto", params={"max_iter": 10})
+    assert isinstance(tm.estimator, StackedClassifier)
+    proba = tm.predict_proba(frame.head(6))
+    parts = []
+    for (name, member, encoding, _), w in zip(tm.estimator.members_, tm.estimator.weights_):
+        tm.schema.encoding = encoding
+        parts.append(w * member.predict_proba(tm.schema.encode(frame.head(6))))
+    tm.schema.encoding = "codes"
+    np.testing.assert_allclose(proba[["proba_high", "proba_low"]].to_numpy(), sum(parts), rtol=1e-10)
+    hdgp.save(tm, tmp_path / "c.hdgp")
+    pd.testing.assert_frame_equal(hdgp.load(tmp_path / "c.hdgp").predict_proba(frame.head(6)), proba)
