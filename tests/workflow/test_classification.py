@@ -151,7 +151,10 @@ def test_auto_selects_the_lowest_validation_log_loss():
     assert set(rows) == {"OAK-classifier", "GP-classifier", "SIGP-classifier"}
     assert all(r["error"] is None and 0 <= r["val_accuracy"] <= 1 for r in rows.values())
     best = min(rows, key=lambda m: rows[m]["val_log_loss"])
-    assert rows[best]["selected"] and tm.metadata["model"] == best
+    assert rows[best]["weight"] is not None  # stacked; the heaviest member is the one selected
+    lead = tm.metadata["members"][0]["model"]
+    assert rows[lead]["selected"] and rows[lead]["weight"] == max(r["weight"] for r in rows.values())
+    assert tm.metadata["model"] == lead or tm.metadata["model"].startswith(f"stack of {lead} (")
 
 
 def test_multiclass_with_sigp():

@@ -19,8 +19,10 @@ A model file is a zip archive with exactly these members:
             "modules": [                     # torch modules held by the estimator
               {"attribute": "model_", "index": null, "state_dict_prefix": "model_state/"}
             ],                               # (a list attribute: "models_", index k, "models_[k]/")
-            "recompute": ["posterior_"]      # posteriors saved without their n×n factor
-          },
+            "recompute": ["posterior_"],     # posteriors saved without their n×n factor
+            "members": [...]                 # a mixture only (format 2.6): per member "name",
+          },                                 # "encoding", "columns" and its own "estimator" node,
+                                             # whose tensors are stored under "member<k>/"
           "table": <node> | null,            # hdgp.io.TableSchema of the training table
           "metadata": <node> | null,         # free-form: metrics, data summary, ...
           "tensors": {"member": "tensors.pt", "sha256": "...", "count": 12}
@@ -93,7 +95,9 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: logs of skewed features that are not positive; an older file's flow reads as log x, which is
 #: what it stored, and a 2.3 reader mis-warps such a feature). 2.5 adds ``$splitter`` and ``$randomstate``
 #: nodes (a scikit-learn splitter as ``cv``, a ``RandomState`` as ``random_state``; a 2.4 reader refuses them).
-FORMAT_VERSION = (2, 5)
+#: 2.6 adds mixtures (``--model auto``'s stack): the estimator node's ``members``, each a nested estimator
+#: node with its tensors under ``member<k>/`` (a 2.5 reader cannot rebuild one).
+FORMAT_VERSION = (2, 6)
 #: Oldest major version this version reads (:func:`~hdgp.io.upgrade.upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 _FORMAT_NAME = "hdgp-model"
@@ -102,6 +106,8 @@ _TENSORS = "tensors.pt"
 #: Largest manifest accepted (real ones are kilobytes; a decompression bomb is refused before it expands).
 _MAX_MANIFEST_BYTES = 64 * 2**20
 _MODEL_PREFIX = "model_state/"
+#: Prefix of the tensors of member k of a mixture (format 2.6), whose node's keys are without it.
+_MEMBER_PREFIX = "member{}/"
 #: The class a file with a table section loads as. Named, as the manifest names its estimator
 #: class, so that this layer imports nothing from the workflow above it (which saves through
 #: the ``_to_model_file`` hook).
@@ -161,44 +167,64 @@ def save(est, path, *, table=None, metadata=None) -> Path:
         raise ModelFileError(f"hdgp.save stores fitted hdgp estimators; got a {name}.{hint}")
     if not any(k.endswith("_") and not k.startswith("__") for k in vars(est)):
         raise ModelFileError(f"{type(est).__name__} is not fitted yet; call fit before saving it.")
-    slots = module_slots(est)
-    encoder = StateEncoder({id(m): f"{slot_name(a, i)}:{n}" for a, i, mod in slots for n, m in mod.named_modules()})
-    cls = type(est)
     try:
-        params = est.get_params(deep=False)
-        state, recompute = compact_state({k: v for k, v in vars(est).items() if k not in params})
+        spec, encoder, tensors = _encode_estimator(est)
         manifest = {
             "format": _FORMAT_NAME,
             "format_version": list(FORMAT_VERSION),
             "library_version": _library_version(),
             "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-            "estimator": {
-                "class": f"{cls.__module__}.{cls.__qualname__}",
-                "params": encoder.encode(params, "parameter"),
-                "state": encoder.encode(state, "attribute"),
-                "modules": [{"attribute": a, "index": i, "state_dict_prefix": _slot_prefix(a, i)} for a, i, _ in slots],
-                "recompute": recompute,
-            },
+            "estimator": spec,
             "table": encoder.encode(table, "table"),
             "metadata": encoder.encode(metadata, "metadata"),
         }
     except UnsupportedStateError as exc:
         raise ModelFileError(
-            f"Cannot save this {cls.__name__}: {exc} Model files hold estimators built from named kernels "
+            f"Cannot save this {type(est).__name__}: {exc} Model files hold estimators built from named kernels "
             "and presets; for a model with your own kernel object use pickle (trusted files only). A parameter "
             "that only fit uses can be set to a storable value with set_params before saving (cv or "
             "random_state to an int, a scorer object in scoring to its name or None)."
         ) from exc
-    tensors = dict(encoder.tensors)
-    for attribute, index, module in slots:
-        prefix = _slot_prefix(attribute, index)
-        tensors.update({prefix + k: v.detach().cpu().clone() for k, v in module.state_dict().items()})
+    tensors = {**encoder.tensors, **tensors}
     buffer = _io.BytesIO()
     torch.save(tensors, buffer)
     blob = buffer.getvalue()
     manifest["tensors"] = {"member": _TENSORS, "sha256": hashlib.sha256(blob).hexdigest(), "count": len(tensors)}
     _atomic_write_zip(path, json.dumps(manifest, indent=1, allow_nan=False).encode("utf-8"), blob)
     return path
+
+
+def _encode_estimator(est) -> tuple[dict, StateEncoder, dict]:
+    """The manifest's ``estimator`` node of ``est``, its encoder (whose ``tensors`` the node's ``$tensor``
+    keys name; more may be encoded with it) and its modules' tensors. A mixture (``_model_file_members``
+    names its attribute of ``(name, estimator, encoding, columns)`` members: ``--model auto``'s stack)
+    nests each member's node under ``members``, its tensors under ``member<k>/``."""
+    slots = module_slots(est)
+    encoder = StateEncoder({id(m): f"{slot_name(a, i)}:{n}" for a, i, mod in slots for n, m in mod.named_modules()})
+    cls = type(est)
+    nested = getattr(cls, "_model_file_members", None)
+    params = est.get_params(deep=False)
+    state, recompute = compact_state({k: v for k, v in vars(est).items() if k not in params and k != nested})
+    spec = {
+        "class": f"{cls.__module__}.{cls.__qualname__}",
+        "params": encoder.encode(params, "parameter"),
+        "state": encoder.encode(state, "attribute"),
+        "modules": [{"attribute": a, "index": i, "state_dict_prefix": _slot_prefix(a, i)} for a, i, _ in slots],
+        "recompute": recompute,
+    }
+    tensors = {}
+    for attribute, index, module in slots:
+        prefix = _slot_prefix(attribute, index)
+        tensors.update({prefix + k: v.detach().cpu().clone() for k, v in module.state_dict().items()})
+    if nested is not None:
+        spec["members"] = []
+        for k, (name, member, encoding, columns) in enumerate(getattr(est, nested)):
+            node, member_encoder, member_tensors = _encode_estimator(member)
+            spec["members"].append({"name": str(name), "encoding": str(encoding), "columns": [str(c) for c in columns],
+                                    "estimator": node})
+            tensors.update({f"{_MEMBER_PREFIX.format(k)}{key}": v
+                            for key, v in {**member_encoder.tensors, **member_tensors}.items()})
+    return spec, encoder, tensors
 
 
 def _atomic_write_zip(path: Path, manifest: bytes, blob: bytes) -> None:
@@ -374,12 +400,25 @@ def _load_parts(path, device):
     tensors = _load_tensors(path, manifest, blob)
     writer = manifest.get("library_version")
     versions = "" if writer == _library_version() else f"; written by hdgp {writer}, read by hdgp {_library_version()}"
+    est, decoder = _load_estimator(path, manifest.get("estimator"), tensors, device, versions, manifest)
     try:
-        spec = manifest["estimator"]
+        table = decoder.decode(manifest.get("table"))
+        metadata = decoder.decode(manifest.get("metadata"))
+    except Exception as exc:
+        raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
+    return est, table, metadata
+
+
+def _load_estimator(path, spec, tensors, device, versions, manifest=None):
+    """The estimator of the manifest node ``spec`` (its ``$tensor`` keys in ``tensors``) and the decoder
+    that restored it; ``manifest`` (the top-level estimator's) for :func:`upgrade_contents`. A mixture's
+    ``members`` are loaded from their own nodes and ``member<k>/`` tensors."""
+    try:
         cls = _import_hdgp_class(spec["class"])
         if not issubclass(cls, BaseEstimator):  # the constructor runs: only estimators, never e.g. a ResultStore
             raise ValueError(f"{spec['class']!r} is not an hdgp estimator")
-        upgrade_contents(manifest, cls, tensors)
+        if manifest is not None:
+            upgrade_contents(manifest, cls, tensors)
         est = cls(**StateDecoder(tensors).decode(spec["params"]))
         target = _choose_device(est, path, device)
         first = StateDecoder(tensors, device=target)
@@ -414,11 +453,20 @@ def _load_parts(path, device):
         decoder = StateDecoder(tensors, modules, device=target)
         est.__dict__.update(_fitted_state(cls, decoder.decode(state_node)))
         restore_state(est, spec.get("recompute") or [])
-        table = decoder.decode(manifest.get("table"))
-        metadata = decoder.decode(manifest.get("metadata"))
     except Exception as exc:
         raise _damaged(path, f"cannot restore the fitted state: {exc}{versions}") from exc
-    return est, table, metadata
+    nested = getattr(cls, "_model_file_members", None)
+    if nested is not None:
+        members = []
+        for k, node in enumerate(spec.get("members") or []):
+            prefix = _MEMBER_PREFIX.format(k)
+            own = {key[len(prefix):]: v for key, v in tensors.items() if key.startswith(prefix)}
+            member, _ = _load_estimator(path, node["estimator"], own, device, versions)
+            members.append((str(node["name"]), member, str(node["encoding"]), [str(c) for c in node["columns"]]))
+        if not members:
+            raise _damaged(path, f"the {cls.__name__} has no members{versions}")
+        setattr(est, nested, members)
+    return est, decoder
 
 
 def _strip_modules(node):

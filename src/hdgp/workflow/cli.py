@@ -146,16 +146,20 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
 
     --model auto compares the candidates suited to the data size (n ≤ 3000: OAK,
     DPA-GP-ARD, RBF-ARD, SIGP; up to 20000: DPA-GP-ARD, SGPR-RBF-ARD, SIGP;
-    beyond: DPA-GP-ARD, SGPR-RBF-ARD) by their mean log predictive density on
-    20 % of the training rows once their predictive variances are calibrated
-    there (one factor: the mean squared standardised error). Candidates are
-    fitted by successive halving on growing subsets of the other 80 % (×3 per
-    rung, from 200 rows): after a rung, one outside the best third and worse
-    than the leader beyond validation noise stops. Up to 600 training rows the
-    score is pooled over a 5-fold cross-validation instead. The winner is refitted
-    on all training rows and keeps its factor: up to 600 rows afresh and also from
-    where its validated fit ended, keeping the better training objective; beyond,
-    from its validated fit only, with a short L-BFGS polish.
+    beyond: DPA-GP-ARD, SGPR-RBF-ARD) by their mean log predictive density on 20 % of the training
+    rows once their predictive variances are calibrated there (one factor: the
+    mean squared standardised error). Candidates are fitted by successive
+    halving on growing subsets of the other 80 % (×3 per rung, from 200 rows):
+    after a rung, one outside the best third and worse than the leader beyond
+    validation noise stops. Up to 600 training rows the score is pooled over a
+    5-fold cross-validation instead. The candidates left are stacked: mixture
+    weights that maximise the validation log density of their mixture; those
+    with weight ≥ 0.05 (at most 3; 2 above 600 rows) are refitted on all
+    training rows, each keeping its factor (up to 600 rows afresh and also from
+    where its validated fit ended, keeping the better training objective;
+    beyond, from its validated fit only, with a short L-BFGS polish), and the
+    model predicts with their mixture (one member with all the weight: that
+    model alone).
 
     Classification (--task auto picks it for a text, true/false or two-valued
     target): the held-out share is stratified by class (at least one row of every
@@ -164,7 +168,7 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     expected calibration error. --model auto compares OAK-classifier (while rows
     × latent functions ≤ 3000: one function for two classes, one per class
     beyond), GP-classifier and SIGP-classifier (up to 20000 rows) by validation
-    log-loss.
+    log-loss, stacked the same way (a mixture of their class probabilities).
 
     \b
     Examples:
@@ -204,7 +208,8 @@ def fit(data, target, task, model, categorical, drop, drop_missing, sep, na_valu
     if as_json:
         click.echo(json.dumps(_jsonable({
             "task": tm.task, "classes": list(tm.schema.classes) if tm.task == "classification" else None,
-            "model": meta["model"], "output": str(out), "target": target, "metrics": meta["metrics"],
+            "model": meta["model"], "members": meta.get("members"), "output": str(out), "target": target,
+            "metrics": meta["metrics"],
             "selection": meta["selection"], "fit_seconds": meta["fit_seconds"],
             "n_train": meta["data"]["n_train"], "n_test": meta["data"]["n_test"], "refit_all": meta["refit_all"],
             "learned": learned_quantities(tm.estimator, classes=tm.schema.classes), "warnings": meta["warnings"]}), indent=2))
@@ -258,7 +263,10 @@ def _echo_selection(rows, task: str) -> None:
                   cell(r["val_variance_ratio"], ".3g"), cell(r["val_rmse"], ".4g")) for r in rows]
     width = (16, 10, 10) if task == "classification" else (14, 12, 12, 12, 11)
     for r, values in zip(rows, cells):
-        mark = "  <- chosen" if r["selected"] else (f"  failed: {r['error']}" if r["error"] else "")
+        weight = r.get("weight")
+        mark = ("  <- chosen" + (f" (weight {weight:.3f})" if weight is not None else "") if r["selected"]
+                else f"  <- in the mixture, weight {weight:.3f}" if weight else
+                f"  failed: {r['error']}" if r["error"] else "")
         columns = "".join(f"{v:>{w}}" for v, w in zip(values, width[1:]))
         rows_cell = cell(r.get("rung_rows"), "d")
         click.echo(f"  {r['model']:<{width[0]}}{columns}{cell(r['fit_seconds'], '.1f'):>9}{rows_cell:>8}{mark}")

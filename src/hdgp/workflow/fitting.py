@@ -15,6 +15,7 @@ from .classification import evaluate_classifier
 from .estimation import (COVERAGE_LEVELS, evaluate, keep_levels_in_training, make_estimator,
                          resolve_model, timed_fit)
 from .select import CV_MAX_ROWS, select
+from .stacking import StackedClassifier, StackedRegressor
 from .tabular import TabularModel
 
 __all__ = ["fit_table", "make_estimator", "resolve_model", "evaluate", "COVERAGE_LEVELS", "MIN_TRAIN_ROWS"]
@@ -160,9 +161,10 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         A preset name (``hdgp presets``; e.g. ``"oak"``, ``"rbf-ard"``) or ``"auto"``:
         fit the candidates of :func:`hdgp.workflow.select.candidate_models` (regression)
         or :func:`hdgp.workflow.classification.classifier_candidates` by successive halving on
-        growing subsets (5-fold cross-validation up to 600 training rows) and keep the one
-        with the best calibrated validation log predictive density / log-loss
-        (:func:`hdgp.workflow.select.select_model`), refit it on all training rows
+        growing subsets (5-fold cross-validation up to 600 training rows), stack the ones left
+        by their calibrated validation log predictive density / log-loss
+        (:func:`hdgp.workflow.select.select_model`, :mod:`hdgp.workflow.stacking`: one of them
+        alone, or a mixture of up to three with weights), refit each member on all training rows
         (from its generic start and, for hdgp's GP regressors, also from its validated
         fit, keeping the better training objective; above 600 training rows a GP regressor
         from its validated fit only, see :func:`_refit_validated`) and give a regressor's predictive
@@ -191,7 +193,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     Returns
     -------
     TabularModel
-        ``metadata`` holds ``task``, ``model``, ``metrics`` (held-out), ``data``, ``holdout``
+        ``metadata`` holds ``task``, ``model`` (a preset, or ``"stack of A (w) + B (w)"``), ``members``
+        (``model`` and ``weight`` of each), ``metrics`` (held-out), ``data``, ``holdout``
         (held-out inputs, targets and predictions: ``mean``/``std`` for regression,
         ``proba`` for classification), ``selection``, ``fit_seconds`` and ``warnings``.
     """
@@ -231,36 +234,27 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
     guards = leak_warnings(schema, X_train, y_train)  # before the fit: it may take long
     for message in guards:
         warn_caller(message, HDGPWarning)
-    selection = winner = None
+    selection = members = None
     if name is None:
-        name, selection, winner = select(X_train, y_train, schema, params=params, random_state=random_state,
+        name, selection, members = select(X_train, y_train, schema, params=params, random_state=random_state,
                                           progress=progress, candidates=None, verbose=verbose)
-    est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose,
-                         strict=selection is None)
+    fits, seconds, caught = [], 0.0, []
+    for member, validated in (members or {name: None}).items():
+        est, spent, said = _fit_member(member, validated, schema, X_train, y, train_idx, params, random_state,
+                                       verbose, progress, strict=selection is None)
+        if selection is not None and schema.task != "classification":
+            factor = next(r for r in selection if r["model"] == member)["val_variance_ratio"]
+            own = getattr(est, "variance_scale_", 1.0)
+            est.scale_variance(factor)
+            progress(f"{member}: predictive variance × {factor:.3g} (its calibration on the validation rows)"
+                     + (f", × {est.variance_scale_:.3g} with the model's own factor {own:.3g}" if own != 1.0 else ""))
+        fits.append((member, est, schema.encoding, list(schema.encoded_names)))
+        seconds, caught = seconds + spent, caught + [w for w in said if w not in caught]
+    weights = [next(r["weight"] for r in selection if r["model"] == m[0]) for m in fits] if selection else [1.0]
+    est, label = _mixture(fits, weights, schema)
     missing = "keep" if getattr(est, "_takes_missing", False) else "error"  # OAK marginalises missing cells
-    X_fit = schema.encode(X_train, missing=missing)
-    if _warm_refit_only(winner, len(train_idx)):
-        progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs, from its "
-                 "validated fit")
-        est, seconds, caught = _refit_validated(winner, X_fit, y_train, est.get_params()["verbose"], params)
-    else:
-        progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
-        try:
-            seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
-        except ValueError as exc:
-            raise _rare_class_error(exc, name, schema, y, y_train) from exc
-        if winner is not None and "warm_start" in winner.get_params():
-            est, seconds, caught = _refit_warm(est, winner, X_fit, y_train, seconds, caught, progress)
-    progress(f"fitted {name} in {seconds:.1f} s")
-    validation_factor = 1.0
-    if selection is not None and schema.task != "classification":
-        validation_factor = next(r for r in selection if r["selected"])["val_variance_ratio"]
-        own = getattr(est, "variance_scale_", 1.0)
-        est.scale_variance(validation_factor)
-        progress(f"predictive variance × {validation_factor:.3g} (its calibration on the validation rows)"
-                 + (f", × {est.variance_scale_:.3g} with the model's own factor {own:.3g}" if own != 1.0 else ""))
-    meta = {"task": schema.task, "model": name, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
-            "selection": selection,
+    meta = {"task": schema.task, "model": label, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
+            "selection": selection, "members": [{"model": m[0], "weight": float(w)} for m, w in zip(fits, weights)],
             "random_state": random_state, "test_size": test_size,
             "data": _data_summary(X_raw, schema, y, len(train_idx), len(test_idx)),
             "metrics": None, "holdout": None, "refit_all": None}
@@ -277,10 +271,8 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
                                          for k, v in meta["metrics"].items() if v is not None))
         if refit_all:
             rows = np.concatenate([train_idx, test_idx])
-            progress(f"refitting {name} on all {len(rows)} rows")
-            seconds, caught = _fit_warm(est, schema.encode(X_raw.iloc[rows], missing=missing), y[rows])
-            if validation_factor != 1.0:  # a refit resets the variance calibration
-                est.scale_variance(validation_factor)
+            progress(f"refitting {label} on all {len(rows)} rows")
+            seconds, caught = _refit_all(fits, selection, schema, X_raw.iloc[rows], y[rows], missing)
             meta["refit_all"] = {"n_rows": int(len(rows)), "fit_seconds": seconds, "warnings": caught}
             progress(f"refitted in {seconds:.1f} s")
     late = leak_warnings(schema, X_train, y_train, (meta["metrics"] or {}).get("r2"), columns=False)
@@ -288,6 +280,62 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         warn_caller(message, HDGPWarning)
     meta["warnings"] += guards + late
     return TabularModel(est, schema, meta)
+
+
+def _fit_member(name, validated, schema, X_train, y, train_idx, params, random_state, verbose, progress, *, strict):
+    """Fit preset ``name`` on the training rows; with ``validated`` (its fit by ``--model auto`` on the
+    validation split's fitting rows) as :func:`_refit_validated` / :func:`_refit_warm` say. Sets
+    ``schema.encoding`` to the member's. Returns the estimator, the seconds and the warnings."""
+    y_train = y[train_idx]
+    est = make_estimator(name, schema, params=params, random_state=random_state, verbose=verbose, strict=strict)
+    missing = "keep" if getattr(est, "_takes_missing", False) else "error"  # OAK marginalises missing cells
+    X_fit = schema.encode(X_train, missing=missing)
+    if _warm_refit_only(validated, len(train_idx)):
+        progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs, from its "
+                 "validated fit")
+        est, seconds, caught = _refit_validated(validated, X_fit, y_train, est.get_params()["verbose"], params)
+    else:
+        progress(f"fitting {name} on {len(train_idx)} rows × {len(schema.encoded_names)} inputs")
+        try:
+            seconds, caught = timed_fit(est, X_fit, y_train, schema.classes, progress=progress)
+        except ValueError as exc:
+            raise _rare_class_error(exc, name, schema, y, y_train) from exc
+        if validated is not None and "warm_start" in validated.get_params():
+            est, seconds, caught = _refit_warm(est, validated, X_fit, y_train, seconds, caught, progress)
+    progress(f"fitted {name} in {seconds:.1f} s")
+    return est, seconds, caught
+
+
+def _mixture(fits, weights, schema):
+    """The estimator of ``fits`` (``(name, estimator, encoding, columns)``): the one member's, or their
+    stacked mixture (inputs in the ``"codes"`` encoding), and its label for ``metadata["model"]``."""
+    if len(fits) == 1:
+        schema.encoding = fits[0][2]
+        return fits[0][1], fits[0][0]
+    levels = {c: len(schema.levels[c]) for c in schema.categorical}
+    if schema.task == "classification":
+        est = StackedClassifier.from_members(fits, weights, schema.features, levels, n_classes=len(schema.classes))
+    else:
+        est = StackedRegressor.from_members(fits, weights, schema.features, levels)
+    schema.encoding = "codes"
+    return est, "stack of " + " + ".join(f"{m[0]} ({w:.2f})" for m, w in zip(fits, weights))
+
+
+def _refit_all(fits, selection, schema, X, y, missing):
+    """Refit every member of ``fits`` on ``(X, y)`` from its fitted hyper-parameters (:func:`_fit_warm`),
+    each with its validation variance factor again. Returns the seconds and the warnings."""
+    seconds, caught, final = 0.0, [], schema.encoding
+    try:
+        for name, est, encoding, _ in fits:
+            schema.encoding = encoding
+            spent, said = _fit_warm(est, schema.encode(X, missing=missing if len(fits) == 1 else "error"), y)
+            seconds, caught = seconds + spent, caught + [w for w in said if w not in caught]
+            factor = next(r for r in selection if r["model"] == name)["val_variance_ratio"] if selection else None
+            if factor is not None and factor != 1.0:  # a refit resets the variance calibration
+                est.scale_variance(factor)
+    finally:
+        schema.encoding = final
+    return seconds, caught
 
 
 def _fit_warm(est, X, y):

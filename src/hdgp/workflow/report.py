@@ -12,6 +12,7 @@ and confusion counts (:mod:`hdgp.workflow.report_classification`).
 from __future__ import annotations
 
 import base64
+import copy
 import html
 import io
 import re
@@ -174,6 +175,37 @@ def _explained(est) -> list[_Explained]:
     return []
 
 
+def _explained_view(tm):
+    """``tm``, or for ``--model auto``'s mixture the same table model seen through one member: the heaviest
+    with a Sobol decomposition, else the heaviest. Its metadata (metrics, selection, the mixture's
+    held-out predictions) stays the mixture's; the held-out inputs are put in the member's encoding and
+    ``explained_member`` names it with its weight."""
+    stack = tm.estimator
+    members = getattr(stack, "members_", None)
+    if not members:
+        return tm
+    k = next((k for k, m in enumerate(members) if _explained(m[1])), 0)
+    name, est, encoding, columns = members[k]
+    schema = copy.copy(tm.schema)
+    schema.encoding = encoding
+    meta = {**tm.metadata, "explained_member": {"model": name, "weight": float(stack.weights_[k])}}
+    if meta.get("holdout") is not None:
+        meta["holdout"] = {**meta["holdout"],
+                           "X": stack._inputs(np.asarray(meta["holdout"]["X"]), encoding, columns).to_numpy()}
+    return type(tm)(est, schema, meta)
+
+
+def _member_note(meta) -> str:
+    """A sentence naming the member whose parameters and explanations the report shows, or ''."""
+    member = meta.get("explained_member")
+    if not member:
+        return ""
+    return (f" The model predicts with a mixture of {len(meta['members'])} members (stacking weights: "
+            + ", ".join(f"{m['model']} {m['weight']:.3f}" for m in meta["members"])
+            + f"); the parameters and explanations below are those of its member {member['model']} "
+            f"(weight {member['weight']:.3f}), the held-out numbers above the mixture's.")
+
+
 #: Smallest normalised Sobol index of a component drawn in the report (smaller ones would be flat).
 _MIN_DRAWN_SOBOL = 1e-3
 
@@ -250,11 +282,13 @@ def _cumulative_figure(tm):
 # ------------------------------------------------------------------ content
 def report_data(tm, top: int = 10) -> dict:
     """Numbers shown in the report (also printed by ``hdgp explain --json``)."""
+    tm = _explained_view(tm)
     est, meta = tm.estimator, tm.metadata
     out = {"model": meta.get("model"), "task": tm.task, "target": tm.target, "metrics": meta.get("metrics"),
            "baseline": ({"majority_class_rate": majority_class_rate(tm)} if tm.task == "classification"
                         else {"mean_rmse": mean_baseline_rmse(tm)}),
-           "selection": meta.get("selection"), "learned": learned_quantities(est, classes=tm.schema.classes), "sobol": None}
+           "selection": meta.get("selection"), "learned": learned_quantities(est, classes=tm.schema.classes), "sobol": None,
+           "members": meta.get("members"), "explained_member": meta.get("explained_member")}
     if tm.task == "classification":
         out["classes"] = list(tm.schema.classes)
     explained = _explained(est)
@@ -343,18 +377,19 @@ def _sections(tm, top: int, images: dict) -> list[str]:
                      + ("log-loss on the other 20 % (lower is better)" if classify else
                         "mean log predictive density on the other 20 % once its predictive variances were "
                         "multiplied by the factor that calibrates them there (higher is better)")
-                     + "; the best was refitted on all training rows"
-                     + ("" if classify else ", keeping its factor") + ".</p>")
-        # files written before the calibration have no calibrated columns
+                     + "; the candidates left were stacked (mixture weights that maximise the validation log "
+                     "density of their mixture), and those with a weight were refitted on all training rows"
+                     + ("" if classify else ", each keeping its factor") + ".</p>")
+        # files written before the calibration have no calibrated columns, before stacking no weights
         rows = [[r["model"] + (" ✔" if r.get("selected") else ""), *(_fmt(r.get(k)) for k in keys),
-                 _fmt(r["fit_seconds"], 3), r["error"] or ""] for r in meta["selection"]]
-        parts.append(_table(["model", *header, "fit (s)", "error"], rows, "selection"))
+                 _fmt(r.get("weight")), _fmt(r["fit_seconds"], 3), r["error"] or ""] for r in meta["selection"]]
+        parts.append(_table(["model", *header, "weight", "fit (s)", "error"], rows, "selection"))
     # learned quantities
     q = learned_quantities(est, classes=tm.schema.classes)
     parts.append("<h2 id='model'>Fitted model</h2>")
     parts.append(f"<p>{_e(meta.get('model'))} ({_e(q['estimator'])}), fitted in {_fmt(meta.get('fit_seconds'), 3)} s."
                  + (f" Noise std {np.sqrt(q['noise_variance']):.4g} (target units)." if "noise_variance" in q else "")
-                 + "</p>")
+                 + _e(_member_note(meta)) + "</p>")
     if "lengthscales" in q:
         rows = [[k, format_lengthscale(v, k in q["flat_features"])] for k, v in list(q["lengthscales"].items())[:top]]
         parts.append("<p class='note'>Shortest length-scales (on standardised or flow-warped inputs): the "
@@ -488,6 +523,7 @@ def write_report(tm, output_dir, *, top: int = 10, title: str | None = None) -> 
     """
     if not isinstance(top, int) or top < 1:
         raise ValueError(f"top must be a positive integer, got {top!r}.")
+    tm = _explained_view(tm)
     figures = _figures(tm, top)  # everything is computed before anything is written
     images = {name: "data:image/png;base64," + base64.b64encode(png).decode("ascii") for name, png in figures.items()}
     title = title or f"hdgp report — {tm.metadata.get('model')} predicting {tm.target}"

@@ -1,4 +1,4 @@
-"""``--model auto``: fit candidate families suited to the data size and keep the best.
+"""``--model auto``: fit candidate families suited to the data size and stack the best.
 
 Rule (documented in ``hdgp fit --help``):
 
@@ -31,7 +31,18 @@ Rule (documented in ``hdgp fit --help``):
    :data:`CV_MAX_ROWS` training rows (one rung) the fits are cheap and one split is noisy:
    the score is then pooled over a 5-fold cross-validation whose first fold is that split
    (every training row validated once, one calibration factor over all of them).
-3. The winner is refitted on all training rows. Up to :data:`CV_MAX_ROWS` training rows, from
+3. The candidates that reach the last rung are **stacked** (:mod:`hdgp.workflow.stacking`): mixture
+   weights that maximise the mean log of the mixture's validation density
+   :math:`\\sum_k w_k p_k(y_i \\mid x_i)` over the same pooled validation rows (Bayesian stacking,
+   Yao et al. 2018); the candidates with weight ≥ :data:`~hdgp.workflow.stacking.MIN_WEIGHT` are the
+   members (at most :data:`~hdgp.workflow.stacking.MAX_MEMBERS`, or :data:`MAX_MEMBERS_LARGE` above
+   :data:`CV_MAX_ROWS` training rows), their weights solved again among them. The mixture is kept
+   only when its mean validation log density beats the best candidate's by more than
+   :math:`(K - 1) / 2m` for K members and m validation rows: fitted on the same rows, K − 1 free
+   weights raise it by about half a nat each (Akaike's correction), so a smaller gain is no evidence
+   of a better model; the best candidate alone is then the choice, as it is when it takes all the
+   weight. Several members predict as their mixture.
+4. Each member is refitted on all training rows. Up to :data:`CV_MAX_ROWS` training rows, from
    its generic start and (hdgp's GP regressors) from its validated fit (``warm_start``),
    keeping the better training objective; beyond, hdgp's GP regressors from the validated fit
    only, with a short L-BFGS polish (:data:`hdgp.workflow.fitting.REFIT_MAX_ITER` iterations):
@@ -57,6 +68,7 @@ from ..io.table import TableError
 from ..presets import preset
 from .classification import classifier_candidates, evaluate_classifier, predict_proba_codes
 from .estimation import evaluate, keep_levels_in_training, make_estimator, timed_fit
+from .stacking import MAX_MEMBERS, mixture_evidence, stack_members
 
 __all__ = ["candidate_models", "select_model", "rung_sizes", "survivors", "VALIDATION_FRACTION", "MIN_AUTO_ROWS",
            "MIN_RUNG_ROWS", "RUNG_GROWTH", "NOISE_Z"]
@@ -73,6 +85,8 @@ CV_MAX_ROWS = 600
 NOISE_Z = 2.0
 #: ``auto`` needs at least this many training rows (so the validation split has ≥ 5).
 MIN_AUTO_ROWS = 25
+#: Most members of the mixture above :data:`CV_MAX_ROWS` training rows (each costs a refit on all of them).
+MAX_MEMBERS_LARGE = 2
 
 
 def candidate_models(n: int) -> list[str]:
@@ -188,13 +202,14 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
     Returns
     -------
     name : str
-        The winning preset.
+        The winning preset (the heaviest member of the mixture).
     comparison : list of dict
         Per candidate: ``model``, ``val_log_density`` (mean, higher is better),
         ``val_log_density_calibrated`` (the score: the same after the variance factor
         ``val_variance_ratio``) and ``val_rmse`` (classification: ``val_log_loss``, lower
         is better, and ``val_accuracy``), ``fit_seconds``, ``error`` (why a candidate
-        failed, else None) and ``selected``.
+        failed, else None), ``selected`` (the heaviest member) and ``weight`` (its stacking weight in
+        the mixture: 0 for a candidate left out, None for one stopped or failed).
 
     Raises
     ------
@@ -209,7 +224,8 @@ def select_model(X, y, schema, *, params=None, random_state=0, progress=None, ca
 
 
 def select(X, y, schema, *, params, random_state, progress, candidates, verbose=False):
-    """:func:`select_model`, also returning the winner as fitted on the validation split's other rows."""
+    """:func:`select_model`, also returning the members of the mixture (name → its fit on the validation
+    split's fitting rows, heaviest first; one name when a single candidate takes the weight)."""
     progress = progress or (lambda message: None)
     n = len(y)
     if n < MIN_AUTO_ROWS:
@@ -292,11 +308,24 @@ def select(X, y, schema, *, params, random_state, progress, candidates, verbose=
     if not alive:
         raise RuntimeError("Every candidate model failed on this table: "
                            + "; ".join(f"{r['model']}: {r['error']}" for r in rows.values()))
-    best = max(alive, key=lambda name: float(np.mean(per_row[name])))
+    weights = stack_members({name: per_row[name] for name in alive},
+                            max_members=MAX_MEMBERS if n <= CV_MAX_ROWS else MAX_MEMBERS_LARGE)
+    if len(weights) > 1:
+        gain, penalty = mixture_evidence({name: per_row[name] for name in alive}, weights)
+        progress("[auto] stacking weights (validation log density of the mixture): "
+                 + ", ".join(f"{name} {w:.3f}" for name, w in weights.items())
+                 + f"; the mixture gains {gain:.4g} per row over the best candidate (needed: {penalty:.2g})")
+        if gain <= penalty:
+            single = max(alive, key=lambda name: float(np.mean(per_row[name])))
+            progress(f"[auto] that gain is within what {len(weights) - 1} fitted weight(s) give by themselves: "
+                     f"{single} alone")
+            weights = {single: 1.0}
+    best = next(iter(weights))  # the heaviest member
     out = list(rows.values())
     for row in out:
         row["selected"] = row["model"] == best
-    return best, out, fitted[best]
+        row["weight"] = weights.get(row["model"], 0.0 if row["model"] in alive else None)
+    return best, out, {name: fitted[name] for name in weights}
 
 
 class _NonFinite(FloatingPointError):

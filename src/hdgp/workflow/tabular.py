@@ -221,7 +221,14 @@ class TabularModel:
         metrics = meta.get("metrics")
         if metrics:
             lines.append("  held-out: " + ", ".join(f"{k} {v:.4g}" for k, v in metrics.items() if isinstance(v, float)))
-        lines.append(summarize(self.estimator, header=False, classes=self.schema.classes))
+        members = getattr(self.estimator, "members_", None)
+        if members:  # --model auto's mixture: each member with its weight
+            for (name, est, _, _), weight in zip(members, self.estimator.weights_):
+                lines.append(f"  member {name}, weight {weight:.3f}:")
+                text = summarize(est, header=False, classes=self.schema.classes)
+                lines += ["  " + line for line in text.splitlines()]
+        else:
+            lines.append(summarize(self.estimator, header=False, classes=self.schema.classes))
         return "\n".join(line for line in lines if line)
 
     def __repr__(self) -> str:
