@@ -146,10 +146,14 @@ def test_user_max_iter_caps_stage_two(monkeypatch):
     ([0.9995, 0.0, 0.0005], False),  # the top order itself holds less than ORDER_RAISE_MASS
 ])
 def test_order_raise_reads_the_decay_of_the_per_order_masses(monkeypatch, masses, raised):
+    """With ORDER_RAISE_DECAY (off by default) the raise also needs the next order's extrapolated mass; by
+    default any top-order mass above ORDER_RAISE_MASS raises."""
     X, y = additive_data(80, d=6)
     est = OAKRegressor(max_order=3, random_state=0, max_iter=3).fit(X, y)
     monkeypatch.setattr(OAKRegressor, "_order_masses", lambda self: np.asarray(masses))
     est.max_order = None
+    assert est._raise_order() is (masses[-1] > policy.ORDER_RAISE_MASS)
+    monkeypatch.setattr(policy, "ORDER_RAISE_DECAY", True)
     assert est._raise_order() is raised
     est.max_order_ = 6  # every order already
     assert est._raise_order() is False

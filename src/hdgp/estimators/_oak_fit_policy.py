@@ -3,7 +3,8 @@ from the data, and the two-stage fit of larger tables.
 
 One policy for every size (issue #40: cost follows n). Up to :data:`STAGE_MIN_ROWS` rows the whole policy
 runs on all rows. Above, **stage one** runs it (every start, the order chosen and raised) with exact inference
-on a random subset of at most :data:`STAGE_ROWS` rows, and **stage two** is one warm fit on all rows with the
+on a random subset of at most :data:`STAGE_ROWS` rows (of the inputs warped by the flow fitted once, on all
+rows), and **stage two** is one warm fit on all rows with the
 inference ``inference`` calls for (exact up to 5,000 rows, sparse beyond with ``"auto"``), at the order stage
 one chose, with L-BFGS's relative tolerance at :data:`POLISH_FTOL` (and, when stage one had :data:`STAGE_ROWS`
 rows, at most :data:`STAGE_TWO_MAX_ITER` iterations unless ``max_iter`` is set). The subset's optimum is near
@@ -25,6 +26,7 @@ from .._cost import FitCost, cost_warning, estimate_fit
 from ..exceptions import ConvergenceWarning, CostWarning, warn_caller
 from ..inference.engines import ENGINE_REGISTRY
 from ..kernels.orthogonal_kernel import ConstrainedSEKernel
+from ._numeric_input import validate_numeric
 from ._params import MAX_ORDER_CAP, MAX_ORDER_START, resolve_max_order
 
 __all__ = ["OAKFitPolicy"]
@@ -47,9 +49,12 @@ FEATURE_START_LENGTHSCALE = 0.1
 LOW_NOISE_START_FACTOR = 2.0
 #: With ``max_order=None`` the fit starts at order :data:`~hdgp.estimators._params.MAX_ORDER_START` and
 #: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
-#: mass of its top order exceeds this, and so does the next order's mass extrapolated from the decay of the
-#: last two (:meth:`OAKFitPolicy._raise_order`): interactions of the next order may matter.
+#: mass of its top order exceeds this (:meth:`OAKFitPolicy._raise_order`): interactions of the next order may matter.
 ORDER_RAISE_MASS = 1e-3
+#: Whether the raise also needs the next order's extrapolated mass above :data:`ORDER_RAISE_MASS` (off: it saved
+#: the refit on concrete, whose orders 4-8 held <= 3e-8, but split 1's refit had found a better optimum at
+#: order 3's too, RMSE 0.162 against 0.175; benchmarks/results/oak-defaults/README.md).
+ORDER_RAISE_DECAY = False
 #: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
 #: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
 #: benchmarks/README.md, "OAK's default fit policy").
@@ -177,15 +182,16 @@ class OAKFitPolicy:
 
     def _raise_order(self) -> bool:
         """Whether ``max_order=None`` refits at min(D, 10): the top order holds more than
-        :data:`ORDER_RAISE_MASS` of the Sobol mass, and so would the next one if the masses kept decaying at
-        the rate of the last two (top² / the one below; e.g. concrete: 0.0143 then 0.0025 give 4e-4, and the
-        refit's orders 4-8 held 3e-8 and less)."""
+        :data:`ORDER_RAISE_MASS` of the Sobol mass (and, with :data:`ORDER_RAISE_DECAY`, so would the next one
+        if the masses kept decaying at the rate of the last two: top² / the one below)."""
         if self.max_order is not None or self.max_order_ >= min(self.X_train_.shape[-1], MAX_ORDER_CAP):
             return False
         masses = self._order_masses()
         top = float(masses[-1])
         below = float(masses[-2]) if len(masses) > 1 else 0.0
-        return top > ORDER_RAISE_MASS and (below <= top or top * top / below > ORDER_RAISE_MASS)
+        if top <= ORDER_RAISE_MASS:
+            return False
+        return not ORDER_RAISE_DECAY or below <= top or top * top / below > ORDER_RAISE_MASS
 
     # ------------------------------------------------------------- stages
     def _stage_rows(self, n: int) -> int | None:
@@ -208,18 +214,29 @@ class OAKFitPolicy:
             self._compute_sobol()
             return
         engine = self._resolve_inference(n)
-        subset = np.sort(check_random_state(self.random_state).choice(n, rows, replace=False))
+        # a large table (stage one at STAGE_ROWS): the order is raised in stage one and stage two is capped; a
+        # smaller one raises after stage two, on all rows (concrete split 1: that refit finds a better optimum)
+        capped = rows >= STAGE_ROWS
+        seed = int(check_random_state(self.random_state).randint(np.iinfo(np.int32).max))  # the fit's seed
+        subset = np.sort(np.random.default_rng(seed).choice(n, rows, replace=False))
+        # the flow, encoders and input measures are fitted once, on all rows: both stages train the same kernel
+        Xv, _ = validate_numeric(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64, order="C")
+        inputs = self._transform_inputs(Xv, fit=True)
+        self._kernel_inputs = self._to_tensor(inputs)
         inference = self.inference
         self.inference, self._staged = "exact", (n, engine)  # stage one: the whole policy, exact, on the subset
+        self._transform_inputs = lambda X, fit: inputs[subset]
         try:
-            self._fit_one_stage(X.iloc[subset] if hasattr(X, "iloc") else np.asarray(X)[subset], np.asarray(y)[subset])
+            self._fit_one_stage(X.iloc[subset] if hasattr(X, "iloc") else np.asarray(X)[subset], np.asarray(y)[subset],
+                                raise_order=capped)
         finally:
             self.inference = inference
             del self._staged
+            self._transform_inputs = lambda X, fit: inputs
         stage_one, start_losses = self.fit_result_, self.start_losses_
         max_iter = self.max_iter
         self.warm_start, self._raise_ftol = True, POLISH_FTOL
-        if max_iter is None and rows >= STAGE_ROWS:  # large tables: capped; smaller ones polish to convergence
+        if max_iter is None and capped:
             self.max_iter = self._stage_two_cap(engine)
         self.inference_ = engine  # so that the subset's exact model starts a sparse one too
         try:  # all rows from stage one's fit, at the order it chose (max_order_ is kept)
@@ -227,9 +244,12 @@ class OAKFitPolicy:
                 if max_iter is None:  # the policy's cap, not the user's: no advice to raise max_iter
                     warnings.filterwarnings("ignore", category=ConvergenceWarning)
                 super().fit(X, y)
+            self.warm_start, self.max_iter = False, max_iter
+            if not capped and self._raise_order():
+                self._refit_raised(X, y)  # (still at POLISH_FTOL)
         finally:
             self.warm_start, self.max_iter = False, max_iter
-            del self._raise_ftol
+            del self._raise_ftol, self._transform_inputs, self._kernel_inputs
         self.init_result_, self.start_, self.start_losses_ = stage_one, "subset", start_losses
         self._compute_sobol()
 
@@ -237,24 +257,31 @@ class OAKFitPolicy:
     def _stage_two_cap(engine: str) -> int:
         return SPARSE_STAGE_TWO_MAX_ITER if ENGINE_REGISTRY[engine].inducing_points else STAGE_TWO_MAX_ITER
 
-    def _fit_one_stage(self, X, y) -> None:
+    def _fit_one_stage(self, X, y, raise_order: bool = True) -> None:
         """The fit at the order chosen from the data, raised by a warm refit (:meth:`_raise_order`)."""
         self.max_order_, self._choose_order = None, True
         try:
             super().fit(X, y)
         finally:
             del self._choose_order
-        if self._raise_order():
-            self.max_order_ = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
-            warm_start, inputs, losses = self.warm_start, self.X_train_.cpu().numpy(), self.start_losses_
-            # from the first fit's parameters (higher orders start at its top order's variance) and its warped inputs
-            self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
-            try:
-                super().fit(X, y)
-            finally:
-                self.warm_start = warm_start
-                del self._transform_inputs
-            self.start_losses_ = {**losses, **self.start_losses_}  # the raised start's objective replaces its first
+        if raise_order and self._raise_order():
+            self._refit_raised(X, y)
+
+    def _refit_raised(self, X, y) -> None:
+        """Refit at min(D, 10) from the fitted parameters (higher orders start at :data:`RAISED_ORDER_START` of
+        the top order's variance) and the fitted warped inputs."""
+        self.max_order_ = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
+        warm_start, inputs, losses = self.warm_start, self.X_train_.cpu().numpy(), self.start_losses_
+        pinned = self.__dict__.get("_transform_inputs")  # a staged fit's warped inputs
+        self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
+        try:
+            super().fit(X, y)
+        finally:
+            self.warm_start = warm_start
+            del self._transform_inputs
+            if pinned is not None:
+                self._transform_inputs = pinned
+        self.start_losses_ = {**losses, **self.start_losses_}  # the raised start's objective replaces its first
 
     def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None, ftol: float | None = None):
         return super()._train(model, Xt, yt, desc, ftol if ftol is not None else getattr(self, "_raise_ftol", None))
