@@ -55,8 +55,8 @@ class OAKRegressor(OAKInputEncoder, OAKFitPolicy, BaseGPRegressor):
         fitted at order :math:`\min(D, 3)` (the paper finds almost all Sobol mass in orders
         :math:`\le 3`, Fig. 4) and refitted at :math:`\min(D, 10)`, starting from the first fit's
         parameters (the added orders' variances small, :data:`RAISED_ORDER_START`), when the normalised Sobol
-        mass of order 3 exceeds :data:`ORDER_RAISE_MASS` and so would order 4's if the masses kept decaying at
-        the rate of orders 2 to 3. The order used is ``max_order_``. The order-:math:`R` term has
+        mass of order 3 exceeds :data:`ORDER_RAISE_MASS` (in a fit of two stages, see ``inference``: on more than
+        2,500 rows decided in stage one, otherwise after stage two). The order used is ``max_order_``. The order-:math:`R` term has
         :math:`\binom{D}{R}` components, so low orders keep the kernel's sum and the Sobol
         enumeration cheap.
     measure : {"gaussian", "empirical", "gmm"}, default="gaussian"
