@@ -1,5 +1,5 @@
-"""OAKRegressor's fit policy for speed (issue #40): the subset start of larger exact fits, the order
-decision from the per-order Sobol sums, and the cost estimate of flow="choose"."""
+"""OAKRegressor's fit policy for speed (issue #40): the two stages of larger fits, the order decision from
+the per-order Sobol sums, and the cost estimates of flow="choose" and of a staged fit."""
 
 import warnings
 
@@ -8,7 +8,7 @@ import pytest
 
 from hdgp import explain
 from hdgp.estimators import _base
-from hdgp.estimators import oak as oak_module
+from hdgp.estimators import _oak_fit_policy as policy
 from hdgp.estimators.oak import OAKRegressor
 
 
@@ -20,16 +20,17 @@ def additive_data(n, seed=0, d=3):
 
 
 def test_subset_start_polishes_to_the_optimum_of_the_full_fit(monkeypatch):
-    """Above SUBSET_FIT_MIN_ROWS rows an exact fit is trained on a random subset of the rows first and
-    polished on all rows: it must end at the optimum the fit on all rows reaches from the generic start
-    (the same MAP objective per row to the polish's tolerance), in fewer evaluations on all rows."""
+    """Above STAGE_MIN_ROWS rows an exact fit is trained on a random subset of the rows first (stage one)
+    and polished on all rows (stage two): it must end at the optimum the fit on all rows reaches from the
+    generic start (the same MAP objective per row to the polish's tolerance), in fewer evaluations on all
+    rows."""
     X, y = additive_data(240)
-    monkeypatch.setattr(oak_module, "SUBSET_FIT_MIN_ROWS", 10_000)
+    monkeypatch.setattr(policy, "STAGE_MIN_ROWS", 10_000)
     full = OAKRegressor(max_order=2, random_state=0, inference="exact").fit(X, y)
     assert full.start_ == "generic" and full.init_result_ is None
-    monkeypatch.setattr(oak_module, "SUBSET_FIT_MIN_ROWS", 200)
-    monkeypatch.setattr(oak_module, "SUBSET_FIT_ROWS", 120)
-    monkeypatch.setattr(oak_module, "SUBSET_FIT_FRACTION", 0.5)
+    monkeypatch.setattr(policy, "STAGE_MIN_ROWS", 200)
+    monkeypatch.setattr(policy, "SUBSET_FIT_ROWS", 120)
+    monkeypatch.setattr(policy, "SUBSET_FIT_FRACTION", 0.5)
     sub = OAKRegressor(max_order=2, random_state=0, inference="exact").fit(X, y)
     assert sub.start_ == "subset" and sub.init_result_.n_evaluations > 0
     assert sub.fit_result_.loss == pytest.approx(full.fit_result_.loss, abs=1e-3)
@@ -43,11 +44,10 @@ def test_subset_start_polishes_to_the_optimum_of_the_full_fit(monkeypatch):
 def test_small_and_sparse_fits_keep_their_start(monkeypatch):
     X, y = additive_data(150)
     est = OAKRegressor(max_order=2, random_state=0, max_iter=5).fit(X, y)
-    assert est.start_ == "generic"  # 150 <= SUBSET_FIT_MIN_ROWS
-    monkeypatch.setattr(oak_module, "SUBSET_FIT_MIN_ROWS", 50)
+    assert est.start_ == "generic"  # 150 <= STAGE_MIN_ROWS
     monkeypatch.setattr(_base, "SUBSET_INIT_ROWS", 60)
     sparse = OAKRegressor(max_order=2, random_state=0, max_iter=5, inference="sparse", n_inducing=20).fit(X, y)
-    # the sparse engine's own policy: subset and generic starts, the better kept
+    # one stage: the sparse engine's own policy, subset and generic starts, the better kept
     assert sparse.inference_ == "sparse" and sparse.start_ in ("subset", "generic")
 
 
@@ -87,34 +87,88 @@ def test_cost_estimate_counts_the_second_fit_of_flow_choose(monkeypatch):
     assert _starts_estimated(monkeypatch, heavy, y) == [1]
 
 
-def test_large_sparse_fit_runs_in_two_stages(monkeypatch):
-    """Above SPARSE_STAGE_ROWS rows a sparse fit runs the whole policy on that many random rows, then one
-    warm fit on all rows at the order chosen there: it must keep that order, end at least as high on
-    the full data's bound as the subset's parameters do there, restore the user's parameters and be
-    deterministic; with fewer rows (or exact inference) it is the one-stage fit."""
-    X, y = additive_data(400, d=4)
-    monkeypatch.setattr(oak_module, "SPARSE_STAGE_ROWS", 150)
-    monkeypatch.setattr(oak_module, "SPARSE_STAGE_TWO_MAX_ITER", 15)
+def _stages(monkeypatch, X, y, **params):
+    """``(rows, inference, warm_start, max_iter, max_order_)`` of every BaseGPRegressor.fit of an OAK fit."""
     seen = []
     fit = _base.BaseGPRegressor.fit
 
     def spy(self, X, y):
-        seen.append((len(X), self.warm_start, self.max_iter, self.max_order_))
+        seen.append((len(X), self.inference, self.warm_start, self.max_iter, self.max_order_))
         return fit(self, X, y)
 
     monkeypatch.setattr(_base.BaseGPRegressor, "fit", spy)
-    params = dict(inference="sparse", n_inducing=30, random_state=0, flow=True)  # one flow: one two-stage fit
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the capped second stage may stop at its iteration budget
+        warnings.simplefilter("ignore")
         est = OAKRegressor(**params).fit(X, y)
-        stage_one_rows = [rows for rows, *_ in seen[:-1]]
-        assert set(stage_one_rows) == {150} and seen[-1] == (400, True, 15, est.max_order_)
-        assert est.warm_start is False and est.max_iter is None and est.max_order is None
-        assert est.X_train_.shape[0] == 400 and est.n_iter_ <= 2 * 15  # objective evaluations: 2 per iteration at most
-        again = OAKRegressor(**params).fit(X, y)
-        assert again.fit_result_.loss == est.fit_result_.loss
-        seen.clear()
-        OAKRegressor(**{**params, "inference": "exact"}).fit(X[:200], y[:200])
-        assert all(rows == 200 for rows, *_ in seen)
+    monkeypatch.setattr(_base.BaseGPRegressor, "fit", fit)
+    return est, seen
+
+
+@pytest.mark.parametrize("inference", ["sparse", "auto"])
+def test_large_fit_runs_in_two_stages(monkeypatch, inference):
+    """Above STAGE_MIN_ROWS rows the whole policy (starts, order choice and raise) runs exact on at most
+    STAGE_ROWS random rows, then one warm fit on all rows with the inference asked for, at the order chosen
+    there and at most STAGE_TWO_MAX_ITER iterations: it must keep that order, restore the user's parameters,
+    report the stages (start_ "subset", stage one in init_result_) and be deterministic; with fewer rows it
+    is the one-stage fit."""
+    X, y = additive_data(400, d=4)
+    for name, value in (("STAGE_MIN_ROWS", 150), ("STAGE_ROWS", 150), ("SUBSET_FIT_ROWS", 100),
+                        ("STAGE_TWO_MAX_ITER", 15), ("SPARSE_STAGE_TWO_MAX_ITER", 15)):
+        monkeypatch.setattr(policy, name, value)
+    params = dict(inference=inference, n_inducing=30, random_state=0, flow=True)  # one flow: one two-stage fit
+    est, seen = _stages(monkeypatch, X, y, **params)
+    assert {(rows, engine) for rows, engine, *_ in seen[:-1]} == {(150, "exact")}
+    assert seen[-1] == (400, inference, True, 15, est.max_order_)
+    assert est.inference_ == ("sparse" if inference == "sparse" else "exact")
+    assert est.warm_start is False and est.max_iter is None and est.max_order is None and est.inference == inference
+    assert est.X_train_.shape[0] == 400 and est.n_iter_ <= 2 * 15  # objective evaluations: 2 per iteration at most
+    assert est.start_ == "subset" and est.init_result_.n_evaluations > 0 and list(est.start_losses_) == ["authors"]
+    again, _ = _stages(monkeypatch, X, y, **params)
+    assert again.fit_result_.loss == est.fit_result_.loss
+    _, seen = _stages(monkeypatch, X[:150], y[:150], **params)
+    assert [rows for rows, *_ in seen] == [150] and seen[0][1] == inference
     rmse = np.sqrt(np.mean((est.predict(X) - y) ** 2))
     assert rmse < 0.5 * np.std(y)
+
+
+def test_user_max_iter_caps_stage_two(monkeypatch):
+    X, y = additive_data(300, d=3)
+    monkeypatch.setattr(policy, "STAGE_MIN_ROWS", 150)
+    monkeypatch.setattr(policy, "SUBSET_FIT_ROWS", 100)
+    est, seen = _stages(monkeypatch, X, y, max_order=2, max_iter=4, random_state=0)
+    assert seen[-1][:4] == (300, "auto", True, 4) and est.max_iter == 4
+
+
+@pytest.mark.parametrize("masses, raised", [
+    ([0.983, 0.0143, 0.00247], False),  # concrete: order 4 would hold ~4e-4; the raise measured 3e-8
+    ([0.6, 0.3, 0.1], True),  # slow decay: order 4 may matter
+    ([0.9, 1e-6, 0.0999], True),  # more mass on the top order than below it
+    ([0.9995, 0.0, 0.0005], False),  # the top order itself holds less than ORDER_RAISE_MASS
+])
+def test_order_raise_reads_the_decay_of_the_per_order_masses(monkeypatch, masses, raised):
+    """With ORDER_RAISE_DECAY (off by default) the raise also needs the next order's extrapolated mass; by
+    default any top-order mass above ORDER_RAISE_MASS raises."""
+    X, y = additive_data(80, d=6)
+    est = OAKRegressor(max_order=3, random_state=0, max_iter=3).fit(X, y)
+    monkeypatch.setattr(OAKRegressor, "_order_masses", lambda self: np.asarray(masses))
+    est.max_order = None
+    assert est._raise_order() is (masses[-1] > policy.ORDER_RAISE_MASS)
+    monkeypatch.setattr(policy, "ORDER_RAISE_DECAY", True)
+    assert est._raise_order() is raised
+    est.max_order_ = 6  # every order already
+    assert est._raise_order() is False
+
+
+def test_staged_cost_estimate_counts_both_stages(monkeypatch):
+    """The up-front estimate of a staged fit is made once, in stage one (which knows the starts), for all
+    rows: stage one's fits on the subset plus stage two's capped evaluations on every row."""
+    seen = []
+    monkeypatch.setattr(policy, "estimate_fit", lambda n, d, **kw: seen.append((n, kw["engine"])) or
+                        policy.FitCost("oak", n, d, kw["engine"], 1.0, 1.0))
+    monkeypatch.setattr(policy, "STAGE_MIN_ROWS", 150)
+    monkeypatch.setattr(policy, "SUBSET_FIT_ROWS", 100)
+    X, y = additive_data(320, d=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        OAKRegressor(max_order=2, random_state=0, max_iter=3, inference="sparse", n_inducing=20, flow=True).fit(X, y)
+    assert seen == [(192, "exact"), (320, "sparse")]

@@ -2,50 +2,25 @@
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 from gpytorch.kernels import Kernel
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from .. import explain
 from .._arrays import as_float64
-from ..inference.engines import ENGINE_REGISTRY
 from ..flows import light_tailed
-from ..kernels.orthogonal_kernel import ConstrainedSEKernel
 from ..plotting import plot_components
 from ._base import COMMON_PARAMS, BaseGPRegressor, _is_int, atomic_fit
-from ._params import MAX_ORDER_CAP, MAX_ORDER_START, resolve_max_order
+from ._oak_fit_policy import (FEATURE_START_LENGTHSCALE, FULL_ORDER_MAX_FEATURES, LOW_NOISE_START_FACTOR,  # noqa: F401
+                               ORDER_RAISE_MASS, RAISED_ORDER_START, SMOOTH_START_LENGTHSCALE,
+                               SMOOTH_START_MIN_FEATURES, SPARSE_STAGE_TWO_MAX_ITER, STAGE_MIN_ROWS, STAGE_ROWS,
+                               STAGE_TWO_MAX_ITER,
+                               OAKFitPolicy)
 from .oak_encoder import OAKInputEncoder, check_oak_params, term_indices, terms_indices
 
 __all__ = ["OAKRegressor"]
 
-#: From this many continuous features on, OAK is also fitted from a smooth start and the better
-#: MAP objective kept: with many features each flexible first-order term can interpolate noise from
-#: the authors' start (every length-scale 1), where L-BFGS then stays. Exact and sparse fits only
-#: (it doubles the fit). Measurements: benchmarks/README.md, "Measurements behind defaults".
-SMOOTH_START_MIN_FEATURES = 21
-#: Length-scale of every continuous feature at the smooth start: nearly linear components over the
-#: warped inputs' +-2.5 standard deviations.
-SMOOTH_START_LENGTHSCALE = 5.0
-#: Length-scale of the one short feature of a ``feature_starts`` start (the others at the authors' 1):
-#: a tenth of a standard deviation of the warped input, fine enough to resolve a few dozen distinct
-#: values (measurements: benchmarks/README.md, "Measurements behind defaults").
-FEATURE_START_LENGTHSCALE = 0.1
-#: Noise variance of the ``low_noise_start`` start, in multiples of ``noise_lower_bound``: close to the
-#: bound, so that nearly noise-free data can reach the optimum that explains it by the function
-#: (measurements: benchmarks/README.md, "Measurements behind defaults").
-LOW_NOISE_START_FACTOR = 2.0
-#: With ``max_order=None`` the fit starts at order :data:`~hdgp.estimators._params.MAX_ORDER_START` and
-#: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
-#: mass of its top order exceeds this: interactions of that order matter, so higher ones may too.
-ORDER_RAISE_MASS = 1e-3
-#: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
-#: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
-#: benchmarks/README.md, "OAK's default fit policy").
-FULL_ORDER_MAX_FEATURES = 5
 #: With ``flow="choose"`` on at most this many rows, a fit with a light-tailed continuous feature is
 #: repeated with ``flow="auto"`` (those features standardised, not warped) and the higher log marginal
 #: likelihood kept: cheap on small tables, where the warp of evenly spread inputs can cost most
@@ -53,36 +28,9 @@ FULL_ORDER_MAX_FEATURES = 5
 FLOW_CHOICE_MAX_ROWS = 500
 #: Accepted string values of ``flow`` (besides True and False).
 FLOWS = ("auto", "choose")
-#: An exact fit (from its start, not a warm one) on more than this many rows first fits the
-#: hyper-parameters on a random subset of the rows (an evaluation costs O(n^2 D R + n^3)), then
-#: polishes them on all rows with L-BFGS's relative tolerance at :data:`POLISH_FTOL`: the optimum of the
-#: same kernel on fewer rows is close to the full one, which then needs few evaluations. Smaller fits
-#: gain little from it and train on all rows from their start (the subset can also leave the basin of a
-#: start, e.g. ``low_noise_start`` on nearly noise-free data). Measurements:
-#: benchmarks/results/oak-defaults/README.md.
-SUBSET_FIT_MIN_ROWS = 800
-#: Rows of that subset fit: this fraction of the training rows, at least :data:`SUBSET_FIT_ROWS` (a smaller
-#: subset of a nearly noise-free table can end in another basin, which the polish keeps).
-SUBSET_FIT_FRACTION = 0.6
-#: The fewest rows of that subset fit.
-SUBSET_FIT_ROWS = 500
-#: L-BFGS's relative tolerance on the objective while polishing the subset fit on all rows.
-POLISH_FTOL = 1e-5
-#: A sparse fit (from its start, not a warm one) on more than this many rows runs in two stages: the whole
-#: fit policy (starts, order choice and raise) on this many random rows, then one warm fit on all rows at
-#: the order chosen there, of at most :data:`SPARSE_STAGE_TWO_MAX_ITER` L-BFGS iterations unless ``max_iter``
-#: is set. An evaluation costs O(n m^2); the subset's optimum is near the full one (measurements:
-#: benchmarks/results/scale/README.md, the two-stage what-if).
-SPARSE_STAGE_ROWS = 8000
-#: L-BFGS iterations of that second stage (the fits measured stopped by themselves after 22-37).
-SPARSE_STAGE_TWO_MAX_ITER = 60
-#: In that refit, each added order's variance starts at this fraction of the first fit's top-order
-#: variance: the refit begins at (almost) the first fit's model, and the added orders grow only where
-#: the marginal likelihood asks for them (measurements: benchmarks/README.md, "OAK's default fit policy").
-RAISED_ORDER_START = 1e-2
 
 
-class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
+class OAKRegressor(OAKInputEncoder, OAKFitPolicy, BaseGPRegressor):
     r"""Orthogonal additive GP regression with analytic Sobol indices.
 
     .. math::
@@ -106,8 +54,9 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         features every order :math:`D`; with more it is chosen from the data: the model is
         fitted at order :math:`\min(D, 3)` (the paper finds almost all Sobol mass in orders
         :math:`\le 3`, Fig. 4) and refitted at :math:`\min(D, 10)`, starting from the first fit's
-        parameters (the added orders' variances small, :data:`RAISED_ORDER_START`), when the normalised Sobol mass of order 3 exceeds
-        :data:`ORDER_RAISE_MASS`. The order used is ``max_order_``. The order-:math:`R` term has
+        parameters (the added orders' variances small, :data:`RAISED_ORDER_START`), when the normalised Sobol
+        mass of order 3 exceeds :data:`ORDER_RAISE_MASS` (in a fit of two stages, see ``inference``: on more than
+        2,500 rows decided in stage one, otherwise after stage two). The order used is ``max_order_``. The order-:math:`R` term has
         :math:`\binom{D}{R}` components, so low orders keep the kernel's sum and the Sobol
         enumeration cheap.
     measure : {"gaussian", "empirical", "gmm"}, default="gaussian"
@@ -177,12 +126,13 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         collapsed bound with ``n_inducing`` inducing inputs :math:`Z`, :math:`O(nm^2)`.
         ``"variational"``: minibatch SVGP (natural gradients + Adam; ``optimizer`` and
         ``n_restarts`` do not apply). ``"auto"``: exact up to 5000 training rows, sparse
-        beyond. An exact fit on more than :data:`SUBSET_FIT_MIN_ROWS` rows fits the hyper-parameters
-        on a random :data:`SUBSET_FIT_FRACTION` of the rows (at least :data:`SUBSET_FIT_ROWS`) first
-        and polishes them on all rows (``start_ = "subset"``, the subset fit's diagnostics in
-        ``init_result_``); a sparse fit on more than :data:`SPARSE_STAGE_ROWS` rows runs the whole fit
-        on that many random rows, then a warm fit on all rows at the order chosen there
-        (``start_ = "warm"``). With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
+        beyond. A fit (not a warm one) on more than :data:`STAGE_MIN_ROWS` rows runs in two stages: the
+        whole fit (starts, order choice and raise) with exact inference on a random 60 % of the rows, at
+        most :data:`STAGE_ROWS`, then one warm fit on all rows with the inference asked for, at the order
+        chosen there (on more than 2,500 rows with at most :data:`STAGE_TWO_MAX_ITER`, sparse
+        :data:`SPARSE_STAGE_TWO_MAX_ITER`, L-BFGS iterations unless ``max_iter`` is set)
+        (``start_ = "subset"``, stage one's diagnostics in ``init_result_`` and ``start_losses_``;
+        :mod:`hdgp.estimators._oak_fit_policy`). With inducing points the posterior mean is :math:`c + k(x, Z)\alpha_u`,
         so the Sobol indices and component means are OAK eqs. 13–14 with :math:`X \to Z`;
         component variances use the whole :math:`q(f(Z))`
         (:func:`hdgp.explain.component_posterior`). Inducing points start at k-means
@@ -246,7 +196,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
         ``"authors"``; for exact and sparse fits with :data:`SMOOTH_START_MIN_FEATURES` or more
         continuous features also ``"smooth"``, with ``low_noise_start`` ``"low noise"``, and with
         ``feature_starts`` ``"short <feature>"`` for each continuous feature (``"warm"``: a warm
-        start that began from a start no longer tried). The lowest was kept.
+        start that began from a start no longer tried). The lowest was kept. After two stages, those of
+        stage one (on its rows).
 
     References
     ----------
@@ -304,17 +255,8 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
     # ------------------------------------------------- the encoder's hooks
     _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
 
-    def _kernel_order(self, n_features: int) -> int:
-        """``max_order_``, chosen at the first kernel of a fit; model files from before it have
-        none and were fitted at the resolved ``max_order`` (min(D, 10) for None)."""
-        if getattr(self, "_choose_order", False):
-            start = MAX_ORDER_START if n_features > FULL_ORDER_MAX_FEATURES else None
-            self.max_order_ = resolve_max_order(self.max_order, n_features, start=start)
-            self._choose_order = False
-        order = getattr(self, "max_order_", None)
-        return resolve_max_order(self.max_order, n_features) if order is None else order
-
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
+        X = self.__dict__.get("_kernel_inputs", X)  # a staged fit: the measures of all rows in both stages
         return self.make_kernel(X, max_order=self._kernel_order(X.shape[-1]),
                                 order_variance_prior=self.order_variance_prior, random_state=self._fit_seed_,
                                 start=self._set_start)
@@ -330,77 +272,6 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
 
     def _terms(self, terms) -> list[tuple[int, ...]]:
         return terms_indices(terms, self._feature_names())
-
-    def _starts(self) -> list[tuple[str, int | None]]:
-        """The starts one exact or sparse fit trains, as ``(name, continuous feature or None)``; the
-        lowest MAP objective is kept. First the authors' start (every length-scale 1); a smooth one
-        (:data:`SMOOTH_START_LENGTHSCALE`) with :data:`SMOOTH_START_MIN_FEATURES` or more continuous
-        features; with ``low_noise_start``, the authors' start with the noise at
-        :data:`LOW_NOISE_START_FACTOR` × ``noise_lower_bound``; with ``feature_starts``, one per
-        continuous feature whose length-scale starts at :data:`FEATURE_START_LENGTHSCALE`."""
-        starts = [("authors", None)]
-        if ENGINE_REGISTRY[self.inference_].trains_itself:  # one start: minibatch training has its own schedule
-            return starts
-        if len(self.continuous_features_) >= SMOOTH_START_MIN_FEATURES:
-            starts.append(("smooth", None))
-        if self.low_noise_start:
-            starts.append(("low noise", None))
-        if self.feature_starts:
-            names = self._feature_names()
-            starts += [(f"short {names[j]}", position) for position, j in enumerate(self.continuous_features_)]
-        return starts
-
-    def _start(self) -> tuple[str, int | None]:
-        """The start being trained (``_candidate_``). Model files from before the smooth start lack
-        ``_candidate_``; a warm start after ``feature_starts`` or ``low_noise_start`` was switched off
-        can name one beyond :meth:`_starts`: both start from copied parameters, which replace these."""
-        candidate = getattr(self, "_candidate_", 0)
-        starts = self._starts() if candidate else ()
-        return starts[candidate] if candidate < len(starts) else ("authors", None)
-
-    def _build_model(self, Xt: torch.Tensor):
-        model = super()._build_model(Xt)
-        if self._start()[0] == "low noise":
-            model.likelihood.noise = LOW_NOISE_START_FACTOR * self.noise_lower_bound
-        return model
-
-    def _copy_warm(self, previous, model) -> None:
-        r"""A warm start, and the refit at a higher order: the matching parameters, and order variances
-        :math:`\sigma_0^2, \dots, \sigma_{R'}^2` of the previous fit (order :math:`R'`) with every higher
-        order starting at :data:`RAISED_ORDER_START` :math:`\times\, \sigma_{R'}^2`, so that the refit begins
-        next to the model it extends instead of at the authors' start of the order variances."""
-        super()._copy_warm(previous, model)
-        old, new = (getattr(getattr(m, "kernel", None), "order_variances", None) for m in (previous, model))
-        if old is not None and new is not None and old.shape != new.shape:
-            old, new = old.detach(), new.detach()
-            with torch.no_grad():
-                extended = (old[-1] * RAISED_ORDER_START).expand(new.shape).clone()
-                keep = min(len(old), len(new))
-                extended[:keep] = old[:keep]
-                model.kernel.order_variances = extended.to(new)
-
-    def _set_start(self, continuous: ConstrainedSEKernel) -> None:
-        """Length-scales of the continuous features at the start being trained."""
-        name, position = self._start()
-        if name == "smooth":
-            continuous.lengthscale = SMOOTH_START_LENGTHSCALE
-        elif position is not None:
-            lengthscale = continuous.lengthscale.detach().clone()
-            lengthscale.view(-1)[position] = FEATURE_START_LENGTHSCALE  # one per feature: (D, 1, 1)
-            continuous.lengthscale = lengthscale
-
-    def _n_candidates(self) -> int:
-        return len(self._starts())
-
-    def _exact_subset_rows(self, n: int) -> int | None:
-        return max(SUBSET_FIT_ROWS, round(SUBSET_FIT_FRACTION * n)) if n > SUBSET_FIT_MIN_ROWS else None
-
-    def _polish_ftol(self) -> float | None:
-        return POLISH_FTOL
-
-    def _record_candidates(self, model, losses: dict) -> None:
-        starts = self._starts()  # a warm start after feature_starts was switched off can name a start beyond them
-        self.start_losses_ = {starts[c][0] if c < len(starts) else "warm": loss for c, loss in losses.items()}
 
     # ------------------------------------------------------------------ fit
     @atomic_fit
@@ -446,10 +317,6 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
             return 1
         return 2 if self._compare_flows(X) else 1
 
-    def _warn_if_costly(self, n: int, d: int) -> None:
-        if self.flow == True or getattr(self, "_flow_choice_X", None) is None:  # noqa: E712 (not the second fit)
-            super()._warn_if_costly(n, d)
-
     def _compare_flows(self, X) -> bool:
         """Whether ``flow="choose"`` also fits the model with ``flow="auto"`` (after the full flow's fit
         on ``X``) and keeps the higher log marginal likelihood: not for a warm start; on at most
@@ -465,58 +332,6 @@ class OAKRegressor(OAKInputEncoder, BaseGPRegressor):
             return False
         columns = (X[:, j][~np.isnan(X[:, j])] for j in self.continuous_features_)
         return any(column.size > 2 and np.ptp(column) > 0 and light_tailed(column) for column in columns)
-
-    def _fit_and_choose_order(self, X: np.ndarray, y) -> None:
-        """One fit with ``max_order`` resolved (``None``: chosen from the data, raised when order 3 holds
-        Sobol mass), Sobol indices included; in two stages for a large sparse fit (:data:`SPARSE_STAGE_ROWS`)."""
-        try:  # any array-like (validate_numeric reports what it cannot read)
-            n = np.shape(X)[0] if np.ndim(X) == 2 and np.shape(y) == np.shape(X)[:1] else 0
-        except (TypeError, ValueError):
-            n = 0
-        if not self.warm_start and n > SPARSE_STAGE_ROWS and self._resolve_inference(n) == "sparse":
-            rows = np.sort(check_random_state(self.random_state).choice(n, SPARSE_STAGE_ROWS, replace=False))
-            self._fit_and_choose_order(X.iloc[rows] if hasattr(X, "iloc") else np.asarray(X)[rows],
-                                       np.asarray(y)[rows])
-            max_iter = self.max_iter
-            self.warm_start, self.max_iter = True, SPARSE_STAGE_TWO_MAX_ITER if max_iter is None else max_iter
-            try:  # all rows from the subset's fit, at the order it chose (max_order_ is kept)
-                super().fit(X, y)
-            finally:
-                self.warm_start, self.max_iter = False, max_iter
-            self._compute_sobol()
-            return
-        self.max_order_, self._choose_order = None, True
-        try:
-            super().fit(X, y)
-        finally:
-            del self._choose_order
-        full = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
-        if self.max_order is None and self.max_order_ < full and self._top_order_mass() > ORDER_RAISE_MASS:
-            self.max_order_ = full  # interactions of the top order matter: refit with all orders
-            warm_start, inputs = self.warm_start, self.X_train_.cpu().numpy()
-            # from the first fit's parameters (higher orders start at its top order's variance) and its warped
-            # inputs; after a subset start (a polished fit) with the polish's tolerance
-            self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
-            polished = self.inference_ == "exact" and self._exact_subset_rows(inputs.shape[0])
-            self._raise_ftol = POLISH_FTOL if polished else None
-            try:
-                super().fit(X, y)
-            finally:
-                self.warm_start = warm_start
-                del self._transform_inputs, self._raise_ftol
-        self._compute_sobol()
-
-    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None, ftol: float | None = None):
-        return super()._train(model, Xt, yt, desc, ftol if ftol is not None else getattr(self, "_raise_ftol", None))
-
-    def _top_order_mass(self) -> float:
-        """The normalised Sobol mass of the fitted top order (``sobol_order_[-1]`` of :meth:`_compute_sobol`),
-        from the per-order sums alone (OAK eq. 38 by Newton–Girard over the :math:`L_i`), no term enumerated."""
-        kernel, X, alpha = self.kernel_, self.posterior_.X, self.posterior_.alpha
-        if X.dtype != torch.float64:  # as explain.compute_sobol: the sums cancel heavily
-            kernel, X, alpha = copy.deepcopy(kernel).double(), X.double(), alpha.double()
-        per_order = explain.order_sobol(kernel, explain.sobol_matrices(kernel, X), alpha).clamp_min(0)
-        return float(per_order[-1] / per_order.sum().clamp_min(torch.finfo(per_order.dtype).tiny))
 
     def _compute_sobol(self) -> None:
         # the posterior's support points: training inputs (exact) or inducing inputs (sparse/variational)
