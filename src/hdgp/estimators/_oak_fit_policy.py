@@ -52,9 +52,8 @@ LOW_NOISE_START_FACTOR = 2.0
 #: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
 #: mass of its top order exceeds this (:meth:`OAKFitPolicy._raise_order`): interactions of the next order may matter.
 ORDER_RAISE_MASS = 1e-3
-#: Whether the raise also needs the next order's extrapolated mass above :data:`ORDER_RAISE_MASS` (off: it saved
-#: the refit on concrete, whose orders 4-8 held <= 3e-8, but split 1's refit had found a better optimum at
-#: order 3's too, RMSE 0.162 against 0.175; benchmarks/results/oak-defaults/README.md).
+#: Whether the raise also needs the next order's extrapolated mass above :data:`ORDER_RAISE_MASS` (off: the
+#: refit it skips can reach a better optimum; measurements: benchmarks/results/oak-defaults/README.md, "Run h").
 ORDER_RAISE_DECAY = False
 #: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
 #: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
@@ -78,10 +77,9 @@ STAGE_ROWS = 1500
 #: L-BFGS's relative tolerance on the objective in stage two.
 POLISH_FTOL = 1e-5
 #: L-BFGS iterations of stage two (at most twice as many objective evaluations) when ``max_iter`` is None and
-#: stage one had :data:`STAGE_ROWS` rows (a smaller stage two, cheap, polishes to convergence). kin40k-5000,
-#: strongly non-additive, converged after 29 evaluations on all rows (RMSE 0.2546, 3.0x RBF-ARD's fit); capped
-#: at 18 iterations (22 evaluations) 0.2570 (2.1x), at 10 (12) 0.2885. A synthetic 5,000 x 30 table converged
-#: after 15.
+#: stage one had :data:`STAGE_ROWS` rows (a smaller stage two, cheap, polishes to convergence). The cap trades
+#: accuracy for time on tables whose optimum moves with n (measurements: benchmarks/results/oak-defaults/README.md,
+#: "Run h").
 STAGE_TWO_MAX_ITER = 18
 #: The same for a sparse stage two: its inducing inputs start at k-means centres and need more iterations.
 SPARSE_STAGE_TWO_MAX_ITER = 30

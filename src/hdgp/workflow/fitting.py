@@ -243,14 +243,14 @@ def fit_table(frame: pd.DataFrame, target: str, *, task: str = "auto", model: st
         est, spent, said = _fit_member(member, validated, schema, X_train, y, train_idx, params, random_state,
                                        verbose, progress, strict=selection is None)
         if selection is not None and schema.task != "classification":
-            factor = next(r for r in selection if r["model"] == member)["val_variance_ratio"]
+            factor = _selected(selection, member)["val_variance_ratio"]
             own = getattr(est, "variance_scale_", 1.0)
             est.scale_variance(factor)
             progress(f"{member}: predictive variance × {factor:.3g} (its calibration on the validation rows)"
                      + (f", × {est.variance_scale_:.3g} with the model's own factor {own:.3g}" if own != 1.0 else ""))
         fits.append((member, est, schema.encoding, list(schema.encoded_names)))
         seconds, caught = seconds + spent, caught + [w for w in said if w not in caught]
-    weights = [next(r["weight"] for r in selection if r["model"] == m[0]) for m in fits] if selection else [1.0]
+    weights = [_selected(selection, m[0])["weight"] for m in fits] if selection else [1.0]
     est, label = _mixture(fits, weights, schema)
     missing = "keep" if getattr(est, "_takes_missing", False) else "error"  # OAK marginalises missing cells
     meta = {"task": schema.task, "model": label, "fit_seconds": seconds, "warnings": list(schema.notes) + caught,
@@ -306,6 +306,11 @@ def _fit_member(name, validated, schema, X_train, y, train_idx, params, random_s
     return est, seconds, caught
 
 
+def _selected(selection, name):
+    """The row of candidate ``name`` in ``--model auto``'s comparison (:func:`hdgp.workflow.select.select_model`)."""
+    return next(r for r in selection if r["model"] == name)
+
+
 def _mixture(fits, weights, schema):
     """The estimator of ``fits`` (``(name, estimator, encoding, columns)``): the one member's, or their
     stacked mixture (inputs in the ``"codes"`` encoding), and its label for ``metadata["model"]``."""
@@ -330,7 +335,7 @@ def _refit_all(fits, selection, schema, X, y, missing):
             schema.encoding = encoding
             spent, said = _fit_warm(est, schema.encode(X, missing=missing if len(fits) == 1 else "error"), y)
             seconds, caught = seconds + spent, caught + [w for w in said if w not in caught]
-            factor = next(r for r in selection if r["model"] == name)["val_variance_ratio"] if selection else None
+            factor = _selected(selection, name)["val_variance_ratio"] if selection else None
             if factor is not None and factor != 1.0:  # a refit resets the variance calibration
                 est.scale_variance(factor)
     finally:
