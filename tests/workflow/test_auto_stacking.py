@@ -98,6 +98,15 @@ def test_the_mixture_predicts_its_mean_and_the_spread_of_its_members():
     assert samples.std() == pytest.approx(std[0], rel=5e-3)
 
 
+def test_the_mixture_refuses_a_table_with_the_wrong_number_of_columns():
+    member = _Fixed(np.array([0.0, 1.0]), np.array([1.0, 1.0]))
+    est = StackedRegressor.from_members([("OAK", member, "codes", ["x", "g"]), ("GAM", member, "codes", ["x", "g"])],
+                                        [0.5, 0.5], ["x", "g"], {})
+    with pytest.raises(ValueError, match=r"takes 2 feature columns \(x, g\)"):
+        est.predict(np.zeros((2, 3)))
+    assert member.seen == []  # refused before any member saw it
+
+
 def test_the_classifier_mixture_averages_probabilities():
     a = _Fixed(None, None, np.array([[0.9, 0.1], [0.2, 0.8]]))
     b = _Fixed(None, None, np.array([[0.5, 0.5], [0.6, 0.4]]))

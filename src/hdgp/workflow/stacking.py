@@ -146,6 +146,9 @@ class _Stacked(BaseEstimator):
         """``X`` (the ``"codes"`` layout, one column per feature) as the member's input frame."""
         values = X.to_numpy(dtype=np.float64) if isinstance(X, pd.DataFrame) else np.asarray(X, dtype=np.float64)
         index = X.index if isinstance(X, pd.DataFrame) else None
+        if values.ndim != 2 or values.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has shape {values.shape}; this model takes {self.n_features_in_} feature "
+                             f"columns ({', '.join(map(str, self.feature_names_in_))}).")
         if encoding != "codes" and self.levels_:
             parts = []
             for j, c in enumerate(self.feature_names_in_):
