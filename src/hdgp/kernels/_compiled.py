@@ -24,9 +24,10 @@ every term :math:`u` in pre-order (:func:`term_sums`). The entries are walked in
 cache, and a subtree whose running product is zero on a block (a feature the fit switched off, a
 zero Sobol matrix) is skipped: its terms add nothing there.
 
-All loops are serial: hdgp leaves the machine's cores to worker processes and BLAS. Numba
-compiles them at their first call in an installation (a few seconds) and caches the result
-beside this module.
+Every loop is serial and releases the GIL (``nogil``): a caller that has threads to spare runs
+several on disjoint blocks at once (:mod:`hdgp.kernels.functions.se_additive_sum`), with no Numba
+threading layer of its own to contend with torch's and BLAS's. Numba compiles them at their first call
+in an installation (a few seconds) and caches the result beside this module.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ import numpy as np
 import torch
 from numba import njit
 
-__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_block", "se_outer_backward", "term_sums",
-           "use_compiled"]
+__all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_block", "se_outer_backward",
+           "subtract_outer_block", "term_sums", "use_compiled", "zero_missing_block"]
 
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
 ENABLED = True
@@ -225,6 +226,41 @@ def se_exponent_block(xa, r0, xb, scale, out):
             for j in range(cols):
                 t = a - bd[j]
                 o[j] = (t * t) * s
+
+
+@_jit
+def subtract_outer_block(out, r0, u, v):
+    r"""``out[d, i, j] -= u[d, r0 + i] * v[d, j]`` for a row block ``out`` ``(D, rows, cols)``, ``u`` ``(D, n)``,
+    ``v`` ``(D, m)``, as one fused multiply-add where the CPU has one (as torch's ``addcmul_`` does)."""
+    n_dims, rows, cols = out.shape
+    for d in range(n_dims):
+        ud, vd = u[d], v[d]
+        for i in range(rows):
+            a = ud[r0 + i]
+            o = out[d, i]
+            for j in range(cols):
+                o[j] -= a * vd[j]
+
+
+@_jit_exact
+def zero_missing_block(out, r0, miss_a, miss_b):
+    """Zero the entries of a row block ``out`` ``(D, rows, cols)`` whose row ``r0 + i`` is missing in
+    ``miss_a`` ``(D, n)`` or whose column ``j`` is missing in ``miss_b`` ``(D, m)`` (either may be ``(D, 0)``:
+    nothing missing there)."""
+    n_dims, rows, cols = out.shape
+    for d in range(n_dims):
+        if miss_a.shape[1]:
+            ma = miss_a[d]
+            for i in range(rows):
+                if ma[r0 + i]:
+                    out[d, i, :] = 0.0
+        if miss_b.shape[1]:
+            mb = miss_b[d]
+            for i in range(rows):
+                o = out[d, i]
+                for j in range(cols):
+                    if mb[j]:
+                        o[j] = 0.0
 
 
 @_jit

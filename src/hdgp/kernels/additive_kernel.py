@@ -208,13 +208,19 @@ class AdditiveKernel(OwnBatchShape, Kernel):
         """k(X, X) without a graph, by the compiled lower-triangle sum of :class:`_SymmetricAdditiveSum`
         (the same values), each row block's base matrices summed and freed before the next are made:
         the graph's blocks, all alive at once, hold D n² / 2 values."""
-        n = X.shape[0]
-        out = X.new_empty(n, n)
+        out = X.new_empty(X.shape[0], X.shape[0])
         variances = as_array(self.order_variances.detach(), X.dtype)
-        entries = max(_CHUNK * max(calls, 1), _NO_GRAD_BLOCK_BYTES // (self.num_dims * X.element_size()))
-        for r0, r1 in _row_blocks(0, n, min(_base_block(n, max(calls, 1)), entries)):
+        for r0, r1 in self._light_blocks(X, calls):
             rows_forward(as_array(self.base_matrices(X[r0:r1], X[:r1])), r0, True, variances, out.numpy())
         return _mirror_lower(out)
+
+    def _light_blocks(self, X: torch.Tensor, calls: int) -> list[tuple[int, int]]:
+        """Row blocks of k(X, X)'s lower triangle for walks that keep no block (:meth:`_symmetric_values`, the
+        fused ``lower_additive_sum``): base stacks of at most :data:`_NO_GRAD_BLOCK_BYTES`, which stay in the
+        caches between a block's passes (an SE sum at 5,000 rows and D = 30 took 5.6 s in 16 blocks against
+        3.9 s in 8 MB ones, one thread: benchmarks/README.md, "Measurements behind defaults")."""
+        entries = max(_CHUNK * max(calls, 1), _NO_GRAD_BLOCK_BYTES // (self.num_dims * X.element_size()))
+        return _row_blocks(0, X.shape[0], min(_base_block(X.shape[0], max(calls, 1)), entries))
 
     def base_matrices(self, x1: torch.Tensor, x2: torch.Tensor, diag: bool = False) -> torch.Tensor:
         r"""Stack of per-feature base kernel evaluations :math:`k_i(x_i, x_i')`.
@@ -292,7 +298,7 @@ class AdditiveKernel(OwnBatchShape, Kernel):
             bounds = _row_blocks(0, n, _base_block(n, max(calls, 1)))
             fused = getattr(self.base_kernel, "lower_additive_sum", None)
             if fused is not None and use_compiled(x1) and not x1.requires_grad:  # no base block kept
-                out = fused(_stacked(x1), bounds, self.order_variances.to(x1))
+                out = fused(_stacked(x1), self._light_blocks(x1, calls), self.order_variances.to(x1))
                 if out is not None:
                     return out
             blocks = self._lower_base_blocks(x1, bounds)

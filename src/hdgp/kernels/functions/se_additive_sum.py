@@ -12,15 +12,27 @@ reused buffer: the forward pass sums them and moves on; the backward pass forms 
 exponential per entry and feature), runs the order sum's reverse sweep into a second reused buffer and
 reduces it at once to the gradients of :math:`\ell_i^2`, :math:`u_i` and :math:`v_i` (the formulas of
 :class:`~hdgp.kernels.se_kernel._SEMinusOuter`). Values and gradients are those of the chained functions.
+
+**Threads.** Every step of a block runs in compiled loops or the exponential of
+:func:`~hdgp.kernels._elementwise.exp_` (NumPy's where it is SIMD), which release the GIL, and blocks write
+disjoint rows of the output (and of :math:`\partial L/\partial u`). With torch allowed more
+than one thread (``torch.get_num_threads()``, which :func:`hdgp._threads.thread_budget` sets to one for small
+problems) and at least :data:`PARALLEL_MIN_ENTRIES` entries, the blocks are split into that many contiguous
+groups of equal work, each walked by its own thread with its own buffers; the backward pass's sums over
+blocks (:math:`\partial L/\partial \sigma^2`, :math:`\ell^2`, :math:`v`) are kept per group and added in
+group order, so results depend on the thread count only through that order (rounding), never on timing.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 import torch
 
 from .._autograd import refuse_double_backward
-from .._compiled import as_array, rows_backward, rows_forward, se_exponent_block
+from .._compiled import (as_array, rows_backward, rows_forward, se_exponent_block, subtract_outer_block,
+                         zero_missing_block)
 from .._elementwise import exp_
 from ..ard_kernel import _centred
 from ..se_kernel import _compiled_reductions
@@ -32,26 +44,59 @@ __all__ = ["se_cross_additive_sum", "se_lower_additive_sum"]
 #: glibc's 32 MB mmap threshold (the forward pass keeps one, the backward pass two), so they are reused
 #: from the heap instead of coming fresh from the OS at every call.
 _CROSS_BLOCK_BYTES = 2**23
+#: Fewest entries (D x rows x columns over all blocks) for which the walk runs on several threads: below,
+#: starting threads costs more than it saves.
+PARALLEL_MIN_ENTRIES = 2**22
 
 
 def _block(xa, xb, r0, r1, cols, u, v, miss_a, miss_b, buf, scale):
     r"""Row block ``(D, r1 - r0, cols)`` of the constrained SE matrices between rows ``r0..r1`` of ``xa``
-    and the first ``cols`` of ``xb`` (NumPy ``(D, n)``, ``(D, m)``) in ``buf``'s first entries, with the
-    rows and columns of missing cells zeroed; ``scale`` is :math:`-1/2\ell^2` as an array ``(D,)``."""
-    n_dims = xa.shape[0]
-    K = buf[: n_dims * (r1 - r0) * cols].view(n_dims, r1 - r0, cols)
-    se_exponent_block(xa, r0, xb, scale, K.numpy())
-    exp_(K)
-    K.addcmul_(u[:, r0:r1].unsqueeze(-1), v[:, :cols].unsqueeze(-2), value=-1.0)
-    _zero_missing(K, miss_a, miss_b, r0, r1, cols)
+    and the first ``cols`` of ``xb`` (NumPy ``(D, n)``, ``(D, m)``) in ``buf``'s first entries (NumPy), with
+    the rows and columns of missing cells zeroed (``miss_a``, ``miss_b``: NumPy ``(D, n)``, ``(D, m)``,
+    ``(D, 0)`` for none); ``scale`` is :math:`-1/2\ell^2` as an array ``(D,)``, ``u``, ``v`` NumPy."""
+    K = buf[: xa.shape[0] * (r1 - r0) * cols].reshape(xa.shape[0], r1 - r0, cols)
+    se_exponent_block(xa, r0, xb, scale, K)
+    exp_(torch.from_numpy(K))
+    subtract_outer_block(K, r0, u, v[:, :cols])
+    zero_missing_block(K, r0, miss_a, miss_b[:, :cols])
     return K
 
 
-def _zero_missing(K, miss_a, miss_b, r0, r1, cols):
-    if miss_a is not None:
-        K.masked_fill_(miss_a[:, r0:r1], 0.0)
-    if miss_b is not None:
-        K.masked_fill_(miss_b[:, :cols].transpose(-1, -2), 0.0)
+def _missing(miss, n_dims: int) -> np.ndarray:
+    """Missing cells ``(D, n, 1)`` or None as the NumPy ``(D, n)`` (``(D, 0)`` for None) of :func:`_block`."""
+    return np.zeros((n_dims, 0), dtype=np.bool_) if miss is None else miss.numpy().reshape(n_dims, -1)
+
+
+def _groups(bounds, entries: int) -> list:
+    """``bounds`` split into contiguous groups of (nearly) equal count, one per thread (module docstring);
+    the blocks of one walk hold about the same number of entries."""
+    workers = torch.get_num_threads()
+    if workers < 2 or len(bounds) < 2 or entries < PARALLEL_MIN_ENTRIES:
+        return [bounds]
+    cuts = np.linspace(0, len(bounds), min(workers, len(bounds)) + 1).round().astype(int)
+    return [bounds[a:b] for a, b in zip(cuts[:-1], cuts[1:])]
+
+
+def _each_group(groups, walk) -> list:
+    """``[walk(group) for group in groups]``, the first on this thread and the others on threads of their
+    own (started per call: nothing to hand over across a fork); the first exception is raised."""
+    results, errors = [None] * len(groups), []
+
+    def run(i):
+        try:
+            results[i] = walk(groups[i])
+        except BaseException as exc:  # noqa: BLE001 (re-raised on the calling thread)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(1, len(groups))]
+    for t in threads:
+        t.start()
+    run(0)
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 class _SEAdditiveSum(torch.autograd.Function):
@@ -63,59 +108,73 @@ class _SEAdditiveSum(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, order_variances, l2, u, v, xa, xb, miss_a, miss_b, bounds, lower):
-        n, m = xa.shape[-2], xb.shape[-2]
+        n_dims, n, m = xa.shape[0], xa.shape[-2], xb.shape[-2]
         out = xa.new_empty(n, m)
-        size = max(xa.shape[0] * (r1 - r0) * (r1 if lower else m) for r0, r1 in bounds)
-        buf = xa.new_empty(size)
+        widths = [r1 if lower else m for _, r1 in bounds]
+        size = max(n_dims * (r1 - r0) * w for (r0, r1), w in zip(bounds, widths))
         variances, scale = as_array(order_variances, xa.dtype), as_array((-0.5 / l2).reshape(-1))
-        a, b = _rows(xa), _rows(xb)
-        for r0, r1 in bounds:
-            cols = r1 if lower else m
-            block = _block(a, b, r0, r1, cols, u, v, miss_a, miss_b, buf, scale)
-            rows_forward(as_array(block), r0, lower, variances, out.numpy())
+        a, b, ua, vb = _rows(xa), _rows(xb), as_array(u, xa.dtype), as_array(v, xa.dtype)
+        ma, mb, sums = _missing(miss_a, n_dims), _missing(miss_b, n_dims), out.numpy()
+
+        def walk(group):
+            buf = np.empty(size, dtype=a.dtype)
+            for r0, r1 in group:
+                cols = r1 if lower else m
+                rows_forward(_block(a, b, r0, r1, cols, ua, vb, ma, mb, buf, scale), r0, lower, variances, sums)
+
+        entries = n_dims * sum((r1 - r0) * w for (r0, r1), w in zip(bounds, widths))
+        _each_group(_groups(bounds, entries), walk)
         ctx.save_for_backward(order_variances, l2, u, v, xa, xb, miss_a, miss_b)
-        ctx.bounds, ctx.lower = bounds, lower
+        ctx.bounds, ctx.lower, ctx.entries, ctx.size = bounds, lower, entries, size
         return _mirror_lower(out) if lower else out
 
     @staticmethod
     def backward(ctx, grad_out):
         refuse_double_backward("AdditiveKernel")
         order_variances, l2, u, v, xa, xb, miss_a, miss_b = ctx.saved_tensors
-        lower = ctx.lower
+        lower, size = ctx.lower, ctx.size
         need_var, need_l2, need_u, need_v = ctx.needs_input_grad[:4]
         # lower: an entry left of the diagonal stands for its mirror too
         g = as_array(_fold_upper_onto_lower(grad_out) if lower else grad_out, xa.dtype)
         variances, scale = as_array(order_variances, xa.dtype), as_array((-0.5 / l2).reshape(-1))
-        grad_var = np.zeros(variances.shape, dtype=np.float64)
         n_dims, m = xa.shape[0], xb.shape[-2]
-        size = max(n_dims * (r1 - r0) * (r1 if lower else m) for r0, r1 in ctx.bounds)
-        buf, gbuf = xa.new_empty(size), xa.new_empty(size)
-        total = torch.zeros(n_dims, dtype=torch.float64)
-        g_u, g_v = torch.zeros_like(u), torch.zeros_like(v)
+        g_u = torch.zeros_like(u)  # blocks cover disjoint rows: one for all groups
         need_base = need_l2 or need_u or need_v
-        a, b = _rows(xa), _rows(xb)
+        a, b, ua, vb = _rows(xa), _rows(xb), as_array(u, xa.dtype), as_array(v, xa.dtype)
+        ma, mb = _missing(miss_a, n_dims), _missing(miss_b, n_dims)
         if not lower:  # every block has all columns: one centre (the median of xb) for all
             a_all, b_all = _centred(xa, xb)
-        for r0, r1 in ctx.bounds:
-            cols = r1 if lower else m
-            K = _block(a, b, r0, r1, cols, u, v, miss_a, miss_b, buf, scale)
-            gK = gbuf[: K.numel()].view(K.shape)
-            rows_backward(as_array(K), r0, lower, variances, g, need_base, gK.numpy(), grad_var)
-            if not need_base:
-                continue
-            # masked entries are constants: no gradient reaches their parameters
-            _zero_missing(gK, miss_a, miss_b, r0, r1, cols)
-            if lower:
-                a0, b0 = _centred(xa[:, r0:r1], xa[:, :r1])
-            else:
-                a0, b0 = a_all[:, r0:r1], b_all
-            ub, vb = u[:, r0:r1], v[:, :cols]
-            rows, col_sums, Wb, WTa, gu, gv = _compiled_reductions(K, gK, a0, b0, ub, vb)
-            # Σ W (a − b)² of _SEMinusOuter's ℓ² gradient, W = G ⊙ (K + u vᵀ)
-            total += ((a0.square() * rows).sum((-1, -2)) - 2 * (a0 * Wb).sum((-1, -2))
-                      + (b0.square() * col_sums).sum((-1, -2))).to(total)
-            g_u[:, r0:r1] += gu
-            g_v[:, :cols] += gv
+
+        def walk(group):
+            """Sums over ``group``'s blocks: ∂L/∂σ², Σ W (a − b)² of _SEMinusOuter's ℓ² gradient, ∂L/∂v."""
+            buf, gbuf = np.empty(size, dtype=a.dtype), np.empty(size, dtype=a.dtype)
+            grad_var = np.zeros(variances.shape, dtype=np.float64)
+            total, g_v = torch.zeros(n_dims, dtype=torch.float64), torch.zeros_like(v)
+            for r0, r1 in group:
+                cols = r1 if lower else m
+                K = _block(a, b, r0, r1, cols, ua, vb, ma, mb, buf, scale)
+                gK = gbuf[: K.size].reshape(K.shape)
+                rows_backward(K, r0, lower, variances, g, need_base, gK, grad_var)
+                if not need_base:
+                    continue
+                zero_missing_block(gK, r0, ma, mb[:, :cols])  # masked entries are constants: no gradient
+                if lower:
+                    a0, b0 = _centred(xa[:, r0:r1], xa[:, :r1])
+                else:
+                    a0, b0 = a_all[:, r0:r1], b_all
+                Kt, gKt = torch.from_numpy(K), torch.from_numpy(gK)
+                rows, col_sums, Wb, WTa, gu, gv = _compiled_reductions(Kt, gKt, a0, b0, u[:, r0:r1], v[:, :cols])
+                # W = G ⊙ (K + u vᵀ)
+                total += ((a0.square() * rows).sum((-1, -2)) - 2 * (a0 * Wb).sum((-1, -2))
+                          + (b0.square() * col_sums).sum((-1, -2))).to(total)
+                g_u[:, r0:r1] += gu
+                g_v[:, :cols] += gv
+            return grad_var, total, g_v
+
+        parts = _each_group(_groups(ctx.bounds, ctx.entries), walk)
+        grad_var, total, g_v = parts[0]
+        for more_var, more_total, more_v in parts[1:]:  # in group order (module docstring)
+            grad_var, total, g_v = grad_var + more_var, total + more_total, g_v + more_v
         g_l2 = (total.to(l2).reshape(l2.shape) / (2 * l2.square())) if need_l2 else None
         return (torch.from_numpy(grad_var).to(order_variances) if need_var else None, g_l2,
                 g_u if need_u else None, g_v if need_v else None, None, None, None, None, None, None)
