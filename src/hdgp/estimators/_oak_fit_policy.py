@@ -52,9 +52,6 @@ LOW_NOISE_START_FACTOR = 2.0
 #: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
 #: mass of its top order exceeds this (:meth:`OAKFitPolicy._raise_order`): interactions of the next order may matter.
 ORDER_RAISE_MASS = 1e-3
-#: Whether the raise also needs the next order's extrapolated mass above :data:`ORDER_RAISE_MASS` (off: the
-#: refit it skips can reach a better optimum; measurements: benchmarks/results/oak-defaults/README.md, "Run h").
-ORDER_RAISE_DECAY = False
 #: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
 #: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
 #: benchmarks/README.md, "OAK's default fit policy").
@@ -184,16 +181,10 @@ class OAKFitPolicy:
 
     def _raise_order(self) -> bool:
         """Whether ``max_order=None`` refits at min(D, 10): the top order holds more than
-        :data:`ORDER_RAISE_MASS` of the Sobol mass (and, with :data:`ORDER_RAISE_DECAY`, so would the next one
-        if the masses kept decaying at the rate of the last two: top² / the one below)."""
+        :data:`ORDER_RAISE_MASS` of the Sobol mass."""
         if self.max_order is not None or self.max_order_ >= min(self.X_train_.shape[-1], MAX_ORDER_CAP):
             return False
-        masses = self._order_masses()
-        top = float(masses[-1])
-        below = float(masses[-2]) if len(masses) > 1 else 0.0
-        if top <= ORDER_RAISE_MASS:
-            return False
-        return not ORDER_RAISE_DECAY or below <= top or top * top / below > ORDER_RAISE_MASS
+        return not self._top_order_mass() <= ORDER_RAISE_MASS  # a NaN mass raises too
 
     # ------------------------------------------------------------- stages
     def _stage_rows(self, n: int) -> int | None:
