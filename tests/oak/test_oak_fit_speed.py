@@ -88,19 +88,28 @@ def test_cost_estimate_counts_the_second_fit_of_flow_choose(monkeypatch):
 
 
 def _stages(monkeypatch, X, y, **params):
-    """``(rows, inference, warm_start, max_iter, max_order_)`` of every BaseGPRegressor.fit of an OAK fit."""
+    """``(rows, inference, warm start, max_iter, max_order_)`` of every fit (BaseGPRegressor._fit) of an OAK fit:
+    its stage's, where it sets them, else the constructor parameter's; and the parameters never change (but
+    ``flow="choose"``, which OAKRegressor.fit still sets to the flow it tries: the input encoder reads it)."""
     seen = []
-    fit = _base.BaseGPRegressor.fit
+    fit = _base.BaseGPRegressor._fit
 
-    def spy(self, X, y):
-        seen.append((len(X), self.inference, self.warm_start, self.max_iter, self.max_order_))
-        return fit(self, X, y)
+    def spy(self, X, y, stage=None):
+        stage = self._stage if stage is None else stage
+        seen.append((len(X), *(getattr(self, param) if getattr(stage, field) is None else getattr(stage, field)
+                               for field, param in (("inference", "inference"), ("warm", "warm_start"),
+                                                    ("max_iter", "max_iter"))), self.max_order_))
+        assert {**self.get_params(), "flow": before["flow"]} == before
+        return fit(self, X, y, stage)
 
-    monkeypatch.setattr(_base.BaseGPRegressor, "fit", spy)
+    monkeypatch.setattr(_base.BaseGPRegressor, "_fit", spy)
+    est = OAKRegressor(**params)
+    before = est.get_params()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = OAKRegressor(**params).fit(X, y)
-    monkeypatch.setattr(_base.BaseGPRegressor, "fit", fit)
+        est.fit(X, y)
+    monkeypatch.setattr(_base.BaseGPRegressor, "_fit", fit)
+    assert est.get_params() == before and "_stage" not in vars(est)
     return est, seen
 
 
