@@ -88,19 +88,28 @@ def test_cost_estimate_counts_the_second_fit_of_flow_choose(monkeypatch):
 
 
 def _stages(monkeypatch, X, y, **params):
-    """``(rows, inference, warm_start, max_iter, max_order_)`` of every BaseGPRegressor.fit of an OAK fit."""
+    """``(rows, inference, warm start, max_iter, max_order_)`` of every fit (BaseGPRegressor._fit) of an OAK fit:
+    its stage's, where it sets them, else the constructor parameter's; and the parameters never change (but
+    ``flow="choose"``, which OAKRegressor.fit still sets to the flow it tries: the input encoder reads it)."""
     seen = []
-    fit = _base.BaseGPRegressor.fit
+    fit = _base.BaseGPRegressor._fit
 
-    def spy(self, X, y):
-        seen.append((len(X), self.inference, self.warm_start, self.max_iter, self.max_order_))
-        return fit(self, X, y)
+    def spy(self, X, y, stage=None):
+        stage = self._stage if stage is None else stage
+        seen.append((len(X), *(getattr(self, param) if getattr(stage, field) is None else getattr(stage, field)
+                               for field, param in (("inference", "inference"), ("warm", "warm_start"),
+                                                    ("max_iter", "max_iter"))), self.max_order_))
+        assert {**self.get_params(), "flow": before["flow"]} == before
+        return fit(self, X, y, stage)
 
-    monkeypatch.setattr(_base.BaseGPRegressor, "fit", spy)
+    monkeypatch.setattr(_base.BaseGPRegressor, "_fit", spy)
+    est = OAKRegressor(**params)
+    before = est.get_params()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        est = OAKRegressor(**params).fit(X, y)
-    monkeypatch.setattr(_base.BaseGPRegressor, "fit", fit)
+        est.fit(X, y)
+    monkeypatch.setattr(_base.BaseGPRegressor, "_fit", fit)
+    assert est.get_params() == before and "_stage" not in vars(est)
     return est, seen
 
 
@@ -140,20 +149,19 @@ def test_user_max_iter_caps_stage_two(monkeypatch):
 
 
 @pytest.mark.parametrize("masses, raised", [
-    ([0.983, 0.0143, 0.00247], False),  # concrete: order 4 would hold ~4e-4; the raise measured 3e-8
-    ([0.6, 0.3, 0.1], True),  # slow decay: order 4 may matter
-    ([0.9, 1e-6, 0.0999], True),  # more mass on the top order than below it
+    ([0.983, 0.0143, 0.00247], True),  # concrete's fitted masses
+    ([0.9, 1e-6, 0.0999], True),
     ([0.9995, 0.0, 0.0005], False),  # the top order itself holds less than ORDER_RAISE_MASS
+    ([0.999, 0.0, policy.ORDER_RAISE_MASS], False),
+    ([0.9, 0.1, np.nan], True),  # a failed Sobol sum: refitted
 ])
-def test_order_raise_reads_the_decay_of_the_per_order_masses(monkeypatch, masses, raised):
-    """With ORDER_RAISE_DECAY (off by default) the raise also needs the next order's extrapolated mass; by
-    default any top-order mass above ORDER_RAISE_MASS raises."""
+def test_order_raise_reads_the_top_order_mass(monkeypatch, masses, raised):
+    """``max_order=None`` raises the order when the top order's mass exceeds ORDER_RAISE_MASS, unless every
+    order is fitted already."""
     X, y = additive_data(80, d=6)
     est = OAKRegressor(max_order=3, random_state=0, max_iter=3).fit(X, y)
     monkeypatch.setattr(OAKRegressor, "_order_masses", lambda self: np.asarray(masses))
     est.max_order = None
-    assert est._raise_order() is (masses[-1] > policy.ORDER_RAISE_MASS)
-    monkeypatch.setattr(policy, "ORDER_RAISE_DECAY", True)
     assert est._raise_order() is raised
     est.max_order_ = 6  # every order already
     assert est._raise_order() is False

@@ -1,12 +1,16 @@
 """``--model auto``'s stack: stacking weights, the mixture's predictions, and the fitted table model."""
 
 import pickle
+import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 from scipy.optimize import minimize
 from scipy.stats import norm
+from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 
 import hdgp
 from hdgp.workflow import fit_table
@@ -14,6 +18,7 @@ from hdgp.workflow import select as select_module
 from hdgp.workflow.stacking import (StackedClassifier, StackedRegressor, mixture_evidence, stack_members,
                                     stacking_weights)
 
+MODEL_FILES = Path(__file__).resolve().parents[1] / "data" / "modelfiles"
 RNG = np.random.default_rng(5)
 FRAME = pd.DataFrame(RNG.normal(size=(70, 2)), columns=["a", "b"])
 FRAME["g"] = RNG.choice(["u", "v", "w"], 70)
@@ -114,6 +119,117 @@ def test_the_classifier_mixture_averages_probabilities():
                                          ["x"], {}, n_classes=2)
     np.testing.assert_allclose(est.predict_proba(np.zeros((2, 1))), [[0.74, 0.26], [0.36, 0.64]])
     np.testing.assert_array_equal(est.predict(np.zeros((2, 1))), [0, 1])
+
+
+# ----------------------------------------------------------- a scikit-learn estimator: clone, params, refit
+CODES = FRAME[["a", "b"]].assign(g=FRAME["g"].map({"u": 0.0, "v": 1.0, "w": 2.0}))
+ONEHOT_COLUMNS = ["a", "b", "g=u", "g=v", "g=w"]
+
+
+def _onehot(X):
+    return pd.DataFrame(np.column_stack([X[["a", "b"]].to_numpy()] + [(X["g"] == k).to_numpy(float) for k in range(3)]),
+                        columns=ONEHOT_COLUMNS, index=X.index)
+
+
+def _fitted_stack():
+    oak = hdgp.OAKRegressor(max_iter=20, random_state=0).fit(CODES, FRAME["y"])
+    gp = hdgp.GPRegressor(max_iter=20, random_state=0).fit(_onehot(CODES), FRAME["y"])
+    return StackedRegressor.from_members([("OAK", oak, "codes", ["a", "b", "g"]),
+                                          ("RBF-ARD", gp, "onehot", ONEHOT_COLUMNS)],
+                                         [0.3, 0.7], ["a", "b", "g"], {"g": 3})
+
+
+@pytest.fixture(scope="module")
+def fitted_stack():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        return _fitted_stack()
+
+
+def test_clone_gives_the_same_mixture_unfitted(fitted_stack):
+    twin = clone(fitted_stack)
+    assert not hasattr(twin, "members_") and not hasattr(twin, "weights_")
+    assert twin.weights == [0.3, 0.7] and twin.features == ["a", "b", "g"] and twin.levels == {"g": 3}
+    for (name, est, encoding, columns), (fname, fitted, fencoding, fcolumns) in zip(twin.members,
+                                                                                    fitted_stack.members_):
+        assert (name, encoding, columns) == (fname, fencoding, fcolumns)
+        assert type(est) is type(fitted) and est is not fitted and est.get_params() == fitted.get_params()
+        assert not hasattr(est, "model_")  # unfitted
+    assert "members=[('OAK', OAKRegressor(max_iter=20, random_state=0)" in repr(fitted_stack).replace("\n ", "")
+
+
+def test_get_params_and_set_params_round_trip(fitted_stack):
+    params = fitted_stack.get_params(deep=False)
+    assert set(params) == {"members", "weights", "features", "levels", "handle_unknown"}
+    other = StackedRegressor().set_params(**params)
+    assert all(other.get_params(deep=False)[k] is v for k, v in params.items())
+    deep = fitted_stack.get_params()
+    assert deep["OAK"] is fitted_stack.members[0][1] and deep["RBF-ARD__max_iter"] == 20
+    twin = clone(fitted_stack).set_params(**{"OAK__max_iter": 7, "weights": [0.5, 0.5]})
+    assert twin.members[0][1].max_iter == 7 and twin.weights == [0.5, 0.5]
+    assert fitted_stack.members[0][1].max_iter == 20 and fitted_stack.members_[0][1].max_iter == 20
+    gam = hdgp.GPRegressor(kernel="additive")
+    twin.set_params(**{"RBF-ARD": gam})
+    assert twin.members[1][1] is gam and [m[0] for m in twin.members] == ["OAK", "RBF-ARD"]
+    with pytest.raises(ValueError, match="weights must be 2 non-negative numbers"):
+        twin.set_params(weights=[1.0]).fit(CODES, FRAME["y"])
+    with pytest.raises(ValueError, match="needs members"):
+        StackedRegressor().fit(CODES, FRAME["y"])
+
+
+def test_clone_then_fit_predicts_the_mixture_of_the_refitted_members(fitted_stack):
+    X, y = CODES.iloc[:50], FRAME["y"].iloc[:50]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        twin = clone(fitted_stack).fit(X, y)
+        oak = clone(fitted_stack.members[0][1]).fit(X, y)
+        gp = clone(fitted_stack.members[1][1]).fit(_onehot(X), y)
+    assert twin.members_[0][1] is not twin.members[0][1] and not hasattr(twin.members[0][1], "model_")
+    np.testing.assert_array_equal(twin.weights_, [0.3, 0.7])
+    (m1, s1), (m2, s2) = oak.predict(CODES, return_std=True), gp.predict(_onehot(CODES), return_std=True)
+    mean, std = twin.predict(CODES, return_std=True)
+    np.testing.assert_allclose(mean, 0.3 * m1 + 0.7 * m2, rtol=1e-10)
+    np.testing.assert_allclose(std ** 2, 0.3 * (s1 ** 2 + m1 ** 2) + 0.7 * (s2 ** 2 + m2 ** 2) - mean ** 2,
+                               rtol=1e-8)
+    assert not np.allclose(mean, fitted_stack.predict(CODES))  # refitted on fewer rows: another mixture
+    with pytest.raises(ValueError, match="takes 3 feature columns"):
+        twin.set_params(weights=[0.5, 0.5]).fit(X[["a", "b"]], y)
+    np.testing.assert_array_equal(twin.predict(CODES), mean)  # a failed refit leaves the fitted mixture
+    np.testing.assert_array_equal(twin.weights_, [0.3, 0.7])
+
+
+def test_a_classifier_stack_clones_and_refits():
+    yc = (FRAME["y"] > FRAME["y"].median()).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        a = hdgp.GPClassifier(max_iter=10, random_state=0).fit(CODES, yc)
+        b = hdgp.GPClassifier(max_iter=10, random_state=1).fit(_onehot(CODES), yc)
+        stack = StackedClassifier.from_members([("A", a, "codes", ["a", "b", "g"]), ("B", b, "onehot", ONEHOT_COLUMNS)],
+                                               [0.6, 0.4], ["a", "b", "g"], {"g": 3}, n_classes=2)
+        twin = clone(stack)
+        assert twin.n_classes == 2 and not hasattr(twin, "classes_")
+        twin.fit(CODES, yc)
+    np.testing.assert_array_equal(twin.classes_, [0, 1])
+    np.testing.assert_allclose(twin.predict_proba(CODES), stack.predict_proba(CODES), rtol=1e-10)  # same data
+
+
+def test_a_saved_stack_loads_and_predicts_the_same(fitted_stack, tmp_path):
+    hdgp.save(fitted_stack, tmp_path / "s.hdgp")
+    loaded = hdgp.load(tmp_path / "s.hdgp")
+    for a, b in zip(loaded.predict(CODES, return_std=True), fitted_stack.predict(CODES, return_std=True)):
+        np.testing.assert_array_equal(a, b)
+    assert repr(loaded) == repr(fitted_stack) and loaded.weights == [0.3, 0.7]
+    assert [m[0] for m in loaded.members] == ["OAK", "RBF-ARD"] and not hasattr(loaded.members[0][1], "model_")
+
+
+def test_a_stack_file_written_before_the_constructor_parameters_still_loads():
+    """Format 2.6 files from before kept the members and weights as fitted state only: they predict as
+    when written (make_stack_2_6.py), with empty constructor parameters."""
+    loaded = hdgp.load(MODEL_FILES / "stack_2_6.hdgp")
+    mean, std = loaded.predict(pd.DataFrame({"a": [-0.5, 0.0, 0.7], "g": [0.0, 1.0, 2.0]}), return_std=True)
+    np.testing.assert_allclose(mean, [-0.8294765196416463, 1.0150595466586856, 0.9710854970793368], rtol=0, atol=1e-12)
+    np.testing.assert_allclose(std, [0.03945943159205951, 0.03985224217847356, 0.04039338225229757], rtol=0, atol=1e-12)
+    assert loaded.names_ == ["OAK", "RBF-ARD"] and loaded.members is None
 
 
 def test_auto_fits_the_stack_on_a_table_with_a_categorical_column(monkeypatch, tmp_path):

@@ -13,6 +13,7 @@ import functools
 import numbers
 import os
 from contextlib import contextmanager
+from dataclasses import dataclass
 from numbers import Real
 
 import numpy as np
@@ -162,6 +163,18 @@ def resolve_device(device) -> torch.device:
     return resolved
 
 
+@dataclass(frozen=True)
+class _Stage:
+    """What one :meth:`BaseGPRegressor._fit` of a staged fit (OAK's) uses instead of constructor parameters, which a
+    fit never changes (None: the parameter's): the ``inference`` engine, the transformed training ``inputs`` (instead
+    of ``_transform_inputs(X, fit=True)``), ``warm_start``, ``max_iter`` and L-BFGS's relative tolerance ``ftol``."""
+    inference: str | None = None
+    inputs: np.ndarray | None = None
+    warm: bool | None = None
+    max_iter: int | None = None
+    ftol: float | None = None
+
+
 class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceScaling, PredictiveDistribution,
                       VersionedPickle, BaseEstimator):
     r"""Exact GP regression :math:`y = c + f(x) + \varepsilon` with a family-specific kernel.
@@ -272,6 +285,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     _takes_missing: bool = False
     #: What the estimator needs of its engine (keywords of :func:`~hdgp.inference.engines.allowed_inference`).
     _engine_needs: dict = {}
+    #: The stage the hooks read (:class:`_Stage`): that of the running ``_fit``, else this class default.
+    _stage: _Stage = _Stage()
 
     # ------------------------------------------------------------------ hooks
     def _make_kernel(self, X: torch.Tensor) -> Kernel:  # pragma: no cover - abstract
@@ -354,41 +369,43 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
         -------
         self
         """
+        return self._fit(X, y)
+
+    def _fit(self, X, y, stage: _Stage | None = None):
+        """:meth:`fit` without its rollback on failure; a staged fit passes its ``stage`` (:class:`_Stage`)."""
         X, y = validate_numeric(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64, order="C")
         with thread_budget(X.shape[0]):
-            return self._fit(X, y)
+            return self._fit_arrays(X, y, self._stage if stage is None else stage)
 
-    def _fit(self, X: np.ndarray, y: np.ndarray):
+    def _fit_arrays(self, X: np.ndarray, y: np.ndarray, stage: _Stage):
         self._validate_common_params()
         self._validate_params_extra()
         self.y_mean_, y_std = target_scale(y)
         self.y_scale_ = y_std if varies(y_std, self.y_mean_) else 1.0
         if self.y_scale_ != y_std:
-            warn_caller(
-                f"The target is constant ({self.y_mean_:.6g}): the model predicts that value, and its "
-                "predictive standard deviation (about the noise floor, sqrt(noise_lower_bound) in the "
-                "target's units) measures nothing observed.",
-                NumericalWarning,
-            )
-        Xt = self._to_tensor(self._transform_inputs(X, fit=True))
+            warn_caller(f"The target is constant ({self.y_mean_:.6g}): the model predicts that value, and its "
+                        "predictive standard deviation (about the noise floor, sqrt(noise_lower_bound) in the "
+                        "target's units) measures nothing observed.", NumericalWarning)
+        Xt = self._to_tensor(self._transform_inputs(X, fit=True) if stage.inputs is None else stage.inputs)
         yt = self._to_tensor((y - self.y_mean_) / self.y_scale_)
-        previous = getattr(self, "model_", None) if self.warm_start else None
+        warm = self.warm_start if stage.warm is None else stage.warm
+        previous = getattr(self, "model_", None) if warm else None
         previous_engine = getattr(self, "inference_", None)
-        self.inference_ = self._resolve_inference(Xt.shape[0])
+        self.inference_ = self._resolve_inference(Xt.shape[0]) if stage.inference is None else stage.inference
         if previous_engine != self.inference_:
             previous = None  # another engine (e.g. n crossed the exact/sparse line): nothing to start from
         if previous is None or not hasattr(self, "_fit_seed_"):  # a warm start keeps it: the same projections
             rng = check_random_state(self.random_state)
             self._fit_seed_ = int(rng.randint(np.iinfo(np.int32).max))
-        if previous is None:
-            self._warn_if_costly(Xt.shape[0], Xt.shape[1])
         fits = []
         # a warm start repeats the candidate that won before (its direction set, its OAK start)
         candidates = list(range(self._n_candidates())) if previous is None else [getattr(self, "best_candidate_", 0)]
-        if self.inference_ == "exact":
-            _check_exact_memory(Xt)
-        self._kmeans_cache = {}
+        self._stage, self._kmeans_cache = stage, {}  # both for the hooks, during this fit only
         try:
+            if previous is None:
+                self._warn_if_costly(Xt.shape[0], Xt.shape[1])
+            if self.inference_ == "exact":
+                _check_exact_memory(Xt)
             for candidate in candidates:
                 self._candidate_ = candidate
                 fits.append(self._fit_candidate(Xt, yt, previous))
@@ -397,7 +414,7 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                 raise MemoryError(_exact_memory_message(Xt)) from error
             raise
         finally:
-            del self._kmeans_cache
+            del self._stage, self._kmeans_cache
         best = min(range(len(fits)), key=lambda i: fits[i][1].loss)
         self.best_candidate_ = candidates[best]
         model, result, self.init_result_, self.start_ = fits[best]
@@ -449,9 +466,8 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
     def _fit_candidate(self, Xt: torch.Tensor, yt: torch.Tensor, previous=None):
         """Build and train one candidate: ``(model, fit_result, init_result, start)``.
 
-        Sparse fits are trained from the exact subset fit and from the generic
-        start, keeping the better objective (see ``inference``); with a ``previous``
-        model (``warm_start``), from its parameters only.
+        Sparse fits are trained from the exact subset fit and from the generic start, keeping the better
+        objective (see ``inference``); with a ``previous`` model (``warm_start``), from its parameters only.
         """
         model = self._build_model(Xt)
         if previous is not None:
@@ -459,11 +475,6 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             return model, self._train(model, Xt, yt), None, "warm"
         init_result, start = None, "generic"
         engine = engine_of(model)
-        subset = None if engine.inducing_points or engine.trains_itself else self._exact_subset_rows(Xt.shape[0])
-        if subset:  # hyper-parameters fitted on a subset of rows, then polished on all of them
-            init_result = self._initialise_from_subset(model, Xt, yt, size=subset)
-            result = self._train(model, Xt, yt, desc="polish on all rows", ftol=self._polish_ftol())
-            return model, result, init_result, "subset"
         if engine.inducing_points and Xt.shape[0] > SUBSET_INIT_ROWS:
             init_result, start = self._initialise_from_subset(model, Xt, yt), "subset"
         result = self._train(model, Xt, yt, desc="fit from the subset start" if init_result else None)
@@ -475,15 +486,6 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
                 model, result, start = generic, generic_result, "generic"
             result = _pooled(result, pooled)
         return model, result, init_result, start
-
-    def _exact_subset_rows(self, n: int) -> int | None:
-        """Rows of the subset an exact fit on ``n`` rows starts from (hook): its hyper-parameters are
-        fitted on that many random rows, then polished on all ``n`` (:meth:`_polish_ftol`). None (the
-        default): trained on all rows from the generic start."""
-        return None
-
-    def _polish_ftol(self) -> float | None:  # L-BFGS's relative tolerance of that polish (None: the default)
-        return None
 
     def _copy_warm(self, previous, model) -> None:
         """Start ``model`` from ``previous`` (``warm_start``): every parameter whose name and shape match."""
@@ -499,33 +501,32 @@ class BaseGPRegressor(LearnedRepr, RegressorMixin, StandardizedInputs, VarianceS
             model.likelihood.noise = max(0.1, 10 * self.noise_lower_bound)
         return model
 
-    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None,
-               ftol: float | None = None) -> FitResult:
-        """Train ``model``; ``desc`` labels the progress bar of one stage of a staged fit, ``ftol`` is
-        L-BFGS's relative tolerance (None: the default)."""
+    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None) -> FitResult:
+        """Train ``model`` (``max_iter`` and L-BFGS's relative tolerance: the stage's); ``desc`` labels the
+        progress bar of one step of a fit."""
+        max_iter = self.max_iter if self._stage.max_iter is None else self._stage.max_iter
         if engine_of(model).trains_itself:  # its own (minibatch) training loop
             batch_size = None if self.batch_size is None else min(self.batch_size, Xt.shape[0])
-            return model.fit_model(Xt, yt, max_iter=self.max_iter, random_state=self._fit_seed_, verbose=self.verbose,
+            return model.fit_model(Xt, yt, max_iter=max_iter, random_state=self._fit_seed_, verbose=self.verbose,
                                    batch_size=batch_size)
-        return fit_hyperparameters(model, Xt, yt, optimizer=self.optimizer, max_iter=self.max_iter,
+        return fit_hyperparameters(model, Xt, yt, optimizer=self.optimizer, max_iter=max_iter,
                                    n_restarts=self.n_restarts, random_state=self._fit_seed_, verbose=self.verbose,
-                                   desc=desc or "fitting hyperparameters", ftol=ftol)
+                                   desc=desc or "fitting hyperparameters", ftol=self._stage.ftol)
 
-    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor, size: int | None = None):
-        """Fit an exact GP sharing ``model``'s kernel on ``size`` random rows (None: :data:`SUBSET_INIT_ROWS`).
+    def _initialise_from_subset(self, model, X: torch.Tensor, y: torch.Tensor):
+        """Fit an exact GP sharing ``model``'s kernel on :data:`SUBSET_INIT_ROWS` random rows.
 
         The kernel module is shared, so its fitted hyperparameters are the sparse
         model's starting point; noise and constant mean are copied over.
         """
-        size = SUBSET_INIT_ROWS if size is None else size
-        rows = np.sort(np.random.default_rng(self._fit_seed_).choice(X.shape[0], size, replace=False))
+        rows = np.sort(np.random.default_rng(self._fit_seed_).choice(X.shape[0], SUBSET_INIT_ROWS, replace=False))
         rows = torch.as_tensor(rows, device=X.device)
         exact = ExactGPModel(model.kernel, noise_lower_bound=self.noise_lower_bound,
                              noise_prior=self._noise_prior()).to(**self._torch_kwargs)
         exact.likelihood.noise = model.likelihood.noise.detach()
         result = fit_hyperparameters(exact, X[rows], y[rows], optimizer=self.optimizer,
                                      random_state=self._fit_seed_, verbose=self.verbose,
-                                     desc=f"start: exact fit on {size} rows")
+                                     desc=f"start: exact fit on {SUBSET_INIT_ROWS} rows")
         with torch.no_grad():
             # the exact fit can end with its noise on the (open) lower bound, which the sparse
             # model's noise constraint cannot invert: start just above it

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import warnings
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -26,7 +27,8 @@ from .._cost import FitCost, cost_warning, estimate_fit
 from ..exceptions import ConvergenceWarning, CostWarning, warn_caller
 from ..inference.engines import ENGINE_REGISTRY
 from ..kernels.orthogonal_kernel import ConstrainedSEKernel
-from ._base import _pooled
+from ..training import FitResult
+from ._base import _pooled, _Stage
 from ._numeric_input import validate_numeric
 from ._params import MAX_ORDER_CAP, MAX_ORDER_START, resolve_max_order
 
@@ -52,9 +54,6 @@ LOW_NOISE_START_FACTOR = 2.0
 #: is refitted at min(D, 10) (from the first fit's length-scales and noise) when the normalised Sobol
 #: mass of its top order exceeds this (:meth:`OAKFitPolicy._raise_order`): interactions of the next order may matter.
 ORDER_RAISE_MASS = 1e-3
-#: Whether the raise also needs the next order's extrapolated mass above :data:`ORDER_RAISE_MASS` (off: the
-#: refit it skips can reach a better optimum; measurements: benchmarks/results/oak-defaults/README.md, "Run h").
-ORDER_RAISE_DECAY = False
 #: Up to this many features, ``max_order=None`` fits every order at once (no raise, no refit): the
 #: order sum of R <= 5 costs little more than R = 3, where a refit doubles the fit (measurements:
 #: benchmarks/README.md, "OAK's default fit policy").
@@ -87,10 +86,24 @@ SPARSE_STAGE_TWO_MAX_ITER = 30
 _ESTIMATE_EVALUATIONS = 45
 
 
+@dataclass(frozen=True)
+class _OAKStage(_Stage):
+    """A stage of OAK's fit (:class:`~hdgp.estimators._base._Stage`) with its own: the inputs the kernel's measures
+    are built from (``kernel_inputs``: all rows in both stages; None: the training inputs), whether the first kernel
+    of the fit chooses the order (``choose_order``), and ``whole``, ``(rows, engine)`` of the whole fit when this
+    is stage one (its cost estimate counts both stages)."""
+    kernel_inputs: torch.Tensor | None = None
+    choose_order: bool = False
+    whole: tuple[int, str] | None = None
+
+
 class OAKFitPolicy:
     """The fit policy of :class:`~hdgp.estimators.oak.OAKRegressor` (a mixin before
     :class:`~hdgp.estimators._base.BaseGPRegressor`): the hooks of the base class that choose the starts,
-    the order and the stages, and :meth:`_fit_and_choose_order`, one fit with its Sobol indices."""
+    the order and the stages, and :meth:`_fit_and_choose_order`, one fit with its Sobol indices. Each fit of a
+    staged fit runs in its :class:`_OAKStage`; the constructor parameters are never changed."""
+
+    _stage: _OAKStage = _OAKStage()
 
     # ------------------------------------------------------------- starts
     def _starts(self) -> list[tuple[str, int | None]]:
@@ -160,12 +173,11 @@ class OAKFitPolicy:
 
     # ------------------------------------------------------------- order
     def _kernel_order(self, n_features: int) -> int:
-        """``max_order_``, chosen at the first kernel of a fit; model files from before it have
-        none and were fitted at the resolved ``max_order`` (min(D, 10) for None)."""
-        if getattr(self, "_choose_order", False):
+        """``max_order_``, chosen at the first kernel of a fit whose stage chooses it; model files from before it
+        have none and were fitted at the resolved ``max_order`` (min(D, 10) for None)."""
+        if self._stage.choose_order and getattr(self, "max_order_", None) is None:
             start = MAX_ORDER_START if n_features > FULL_ORDER_MAX_FEATURES else None
             self.max_order_ = resolve_max_order(self.max_order, n_features, start=start)
-            self._choose_order = False
         order = getattr(self, "max_order_", None)
         return resolve_max_order(self.max_order, n_features) if order is None else order
 
@@ -184,16 +196,10 @@ class OAKFitPolicy:
 
     def _raise_order(self) -> bool:
         """Whether ``max_order=None`` refits at min(D, 10): the top order holds more than
-        :data:`ORDER_RAISE_MASS` of the Sobol mass (and, with :data:`ORDER_RAISE_DECAY`, so would the next one
-        if the masses kept decaying at the rate of the last two: top² / the one below)."""
+        :data:`ORDER_RAISE_MASS` of the Sobol mass."""
         if self.max_order is not None or self.max_order_ >= min(self.X_train_.shape[-1], MAX_ORDER_CAP):
             return False
-        masses = self._order_masses()
-        top = float(masses[-1])
-        below = float(masses[-2]) if len(masses) > 1 else 0.0
-        if top <= ORDER_RAISE_MASS:
-            return False
-        return not ORDER_RAISE_DECAY or below <= top or top * top / below > ORDER_RAISE_MASS
+        return not self._top_order_mass() <= ORDER_RAISE_MASS  # a NaN mass raises too
 
     # ------------------------------------------------------------- stages
     def _stage_rows(self, n: int) -> int | None:
@@ -213,7 +219,6 @@ class OAKFitPolicy:
         rows = self._stage_rows(n)
         if rows is None:
             self._fit_one_stage(X, y)
-            del self._stage_one_result
             self._compute_sobol()
             return
         engine = self._resolve_inference(n)
@@ -225,34 +230,22 @@ class OAKFitPolicy:
         # the flow, encoders and input measures are fitted once, on all rows: both stages train the same kernel
         Xv, _ = validate_numeric(self, X, y, y_numeric=True, ensure_min_samples=2, dtype=np.float64, order="C")
         inputs = self._transform_inputs(Xv, fit=True)
-        self._kernel_inputs = self._to_tensor(inputs)
-        inference = self.inference
-        self.inference, self._staged = "exact", (n, engine)  # stage one: the whole policy, exact, on the subset
-        self._transform_inputs = lambda X, fit: inputs[subset]
-        try:
-            self._fit_one_stage(X.iloc[subset] if hasattr(X, "iloc") else np.asarray(X)[subset], np.asarray(y)[subset],
-                                raise_order=capped)
-        finally:
-            self.inference = inference
-            del self._staged
-            self._transform_inputs = lambda X, fit: inputs
-        stage_one, start_losses = self.__dict__.pop("_stage_one_result"), self.start_losses_
-        max_iter = self.max_iter
-        self.warm_start, self._raise_ftol = True, POLISH_FTOL
-        if max_iter is None and capped:
-            self.max_iter = self._stage_two_cap(engine)
+        measured = self._to_tensor(inputs)
+        # stage one: the whole policy, exact, on the subset
+        one = _OAKStage(inference="exact", inputs=inputs[subset], kernel_inputs=measured, whole=(n, engine))
+        stage_one = self._fit_one_stage(X.iloc[subset] if hasattr(X, "iloc") else np.asarray(X)[subset],
+                                        np.asarray(y)[subset], one, raise_order=capped)
+        start_losses = self.start_losses_
+        # stage two: all rows, warm from stage one's fit at the order it chose (max_order_ is kept)
+        cap = self._stage_two_cap(engine) if self.max_iter is None and capped else None
+        two = _OAKStage(inputs=inputs, kernel_inputs=measured, warm=True, max_iter=cap, ftol=POLISH_FTOL)
         self.inference_ = engine  # so that the subset's exact model starts a sparse one too
-        try:  # all rows from stage one's fit, at the order it chose (max_order_ is kept)
-            with warnings.catch_warnings():
-                if max_iter is None:  # the policy's cap, not the user's: no advice to raise max_iter
-                    warnings.filterwarnings("ignore", category=ConvergenceWarning)
-                super().fit(X, y)
-            self.warm_start, self.max_iter = False, max_iter
-            if not capped and self._raise_order():
-                self._refit_raised(X, y)  # (still at POLISH_FTOL)
-        finally:
-            self.warm_start, self.max_iter = False, max_iter
-            del self._raise_ftol, self._transform_inputs, self._kernel_inputs
+        with warnings.catch_warnings():
+            if self.max_iter is None:  # the policy's cap, not the user's: no advice to raise max_iter
+                warnings.filterwarnings("ignore", category=ConvergenceWarning)
+            self._fit(X, y, two)
+        if not capped and self._raise_order():
+            self._refit_raised(X, y, two)  # still at POLISH_FTOL (and not capped: the user's max_iter)
         self.init_result_, self.start_, self.start_losses_ = stage_one, "subset", start_losses
         self._compute_sobol()
 
@@ -260,46 +253,31 @@ class OAKFitPolicy:
     def _stage_two_cap(engine: str) -> int:
         return SPARSE_STAGE_TWO_MAX_ITER if ENGINE_REGISTRY[engine].inducing_points else STAGE_TWO_MAX_ITER
 
-    def _fit_one_stage(self, X, y, raise_order: bool = True) -> None:
-        """The fit at the order chosen from the data, raised by a warm refit (:meth:`_raise_order`)."""
-        self.max_order_, self._choose_order = None, True
-        try:
-            super().fit(X, y)
-        finally:
-            del self._choose_order
+    def _fit_one_stage(self, X, y, stage: _OAKStage = _OAKStage(), raise_order: bool = True) -> FitResult:
+        """The fit in ``stage`` at the order chosen from the data, raised by a warm refit (:meth:`_raise_order`);
+        returns its result (with every evaluation of both fits when raised)."""
+        self.max_order_ = None
+        self._fit(X, y, replace(stage, choose_order=True))
         first = self.fit_result_
         if raise_order and self._raise_order():
-            self._refit_raised(X, y)
-            self._stage_one_result = _pooled(self.fit_result_, [first, self.fit_result_])  # every evaluation
-        else:
-            self._stage_one_result = first
+            self._refit_raised(X, y, stage)
+            return _pooled(self.fit_result_, [first, self.fit_result_])
+        return first
 
-    def _refit_raised(self, X, y) -> None:
-        """Refit at min(D, 10) from the fitted parameters (higher orders start at :data:`RAISED_ORDER_START` of
-        the top order's variance) and the fitted warped inputs."""
+    def _refit_raised(self, X, y, stage: _OAKStage) -> None:
+        """Refit in ``stage`` at min(D, 10) from the fitted parameters (higher orders start at
+        :data:`RAISED_ORDER_START` of the top order's variance) and the fitted warped inputs."""
         self.max_order_ = min(self.X_train_.shape[-1], MAX_ORDER_CAP)
-        warm_start, inputs, losses = self.warm_start, self.X_train_.cpu().numpy(), self.start_losses_
-        pinned = self.__dict__.get("_transform_inputs")  # a staged fit's warped inputs
-        self.warm_start, self._transform_inputs = True, lambda X, fit: inputs
-        try:
-            super().fit(X, y)
-        finally:
-            self.warm_start = warm_start
-            del self._transform_inputs
-            if pinned is not None:
-                self._transform_inputs = pinned
+        losses = self.start_losses_
+        self._fit(X, y, replace(stage, warm=True, inputs=self.X_train_.cpu().numpy()))
         self.start_losses_ = {**losses, **self.start_losses_}  # the raised start's objective replaces its first
-
-    def _train(self, model, Xt: torch.Tensor, yt: torch.Tensor, desc: str | None = None, ftol: float | None = None):
-        return super()._train(model, Xt, yt, desc, ftol if ftol is not None else getattr(self, "_raise_ftol", None))
 
     # ------------------------------------------------------------- cost
     def _warn_if_costly(self, n: int, d: int) -> None:
         if self.flow != True and getattr(self, "_flow_choice_X", None) is not None:  # noqa: E712
             return  # the second fit of flow="choose", counted by the first (_fits_per_start)
-        staged = getattr(self, "_staged", None)
-        if staged is not None:
-            self._warn_staged(*staged, d, n)
+        if self._stage.whole is not None:
+            self._warn_staged(*self._stage.whole, d, n)
         else:
             super()._warn_if_costly(n, d)
 

@@ -256,7 +256,7 @@ class OAKRegressor(OAKInputEncoder, OAKFitPolicy, BaseGPRegressor):
     _transform_inputs = OAKInputEncoder.transform_inputs  # (an alias: warnings keep their stack level)
 
     def _make_kernel(self, X: torch.Tensor) -> Kernel:
-        X = self.__dict__.get("_kernel_inputs", X)  # a staged fit: the measures of all rows in both stages
+        X = X if self._stage.kernel_inputs is None else self._stage.kernel_inputs  # staged: all rows' measures
         return self.make_kernel(X, max_order=self._kernel_order(X.shape[-1]),
                                 order_variance_prior=self.order_variance_prior, random_state=self._fit_seed_,
                                 start=self._set_start)

@@ -25,7 +25,7 @@ import copy
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 
 __all__ = ["MIN_WEIGHT", "MAX_MEMBERS", "mixture_evidence", "mixture_gain", "stacking_weights", "stack_members",
            "StackedRegressor", "StackedClassifier"]
@@ -114,27 +114,37 @@ def mixture_evidence(terms: dict, weights: dict) -> tuple[float, float]:
 
 
 class _Stacked(BaseEstimator):
-    """Members fitted elsewhere (``members_``: list of ``(name, estimator, encoding, columns)``) and their
-    ``weights_``. The inputs are the table's ``"codes"`` encoding; a one-hot member gets its categorical
-    columns as indicators (``levels_``: column → number of levels)."""
+    """A mixture of ``members`` (``(name, estimator, encoding, columns)``) with ``weights``, on a table of
+    ``features`` in the ``"codes"`` encoding (one column per feature); a one-hot member gets each
+    categorical feature as indicators of its ``levels`` (feature → number of levels).
+
+    Like scikit-learn's ensembles, the constructor only stores the members as unfitted templates:
+    :meth:`fit` fits a clone of each (``members_``), and :meth:`from_members` builds the mixture of
+    members fitted elsewhere (``hdgp fit --model auto``), with clones of them as its parameters. So
+    ``sklearn.base.clone`` gives the same mixture unfitted, and ``get_params`` / ``set_params`` reach
+    each member's parameters by its name (``"OAK__max_iter"``)."""
 
     _takes_missing = False
     #: The attribute :mod:`hdgp.io.modelfile` saves as nested estimators (each member's own node).
     _model_file_members = "members_"
 
-    def __init__(self, handle_unknown: str = "error"):
+    def __init__(self, members=None, *, weights=None, features=None, levels=None, handle_unknown: str = "error"):
+        self.members = members
+        self.weights = weights
+        self.features = features
+        self.levels = levels
         self.handle_unknown = handle_unknown
 
     @classmethod
-    def from_members(cls, members, weights, features, levels: dict):
+    def from_members(cls, members, weights, features, levels: dict, **params):
         """A fitted mixture of ``members`` (``(name, fitted estimator, encoding, column names)``) on the
-        table's ``features`` (``levels``: categorical feature → its number of levels)."""
-        out = cls()
-        out.members_ = list(members)
-        out.weights_ = np.asarray(weights, dtype=np.float64)
-        out.feature_names_in_ = np.asarray(list(features), dtype=object)
-        out.n_features_in_ = len(features)
-        out.levels_ = dict(levels)
+        table's ``features`` (``levels``: categorical feature → its number of levels); ``params``: the
+        other constructor parameters. Its ``members`` parameter holds unfitted clones of them."""
+        fitted = [(str(name), est, str(encoding), list(columns)) for name, est, encoding, columns in members]
+        out = cls([(name, clone(est, safe=False), encoding, list(columns)) for name, est, encoding, columns in fitted],
+                  weights=[float(w) for w in weights], features=list(features), levels=dict(levels), **params)
+        out.__dict__.update(out._layout())
+        out.members_ = fitted
         return out
 
     @property
@@ -142,31 +152,83 @@ class _Stacked(BaseEstimator):
         """The members' preset names."""
         return [m[0] for m in self.members_]
 
-    def _inputs(self, X, encoding: str, columns):
-        """``X`` (the ``"codes"`` layout, one column per feature) as the member's input frame."""
+    def get_params(self, deep: bool = True) -> dict:
+        """The constructor parameters; with ``deep``, also each member's estimator under its name and
+        that estimator's parameters as ``<name>__<parameter>``."""
+        out = super().get_params(deep=False)
+        if deep:
+            for name, est, _, _ in self.members or []:
+                out[name] = est
+                if hasattr(est, "get_params"):
+                    out.update((f"{name}__{k}", v) for k, v in est.get_params(deep=True).items())
+        return out
+
+    def set_params(self, **params):
+        """Set constructor parameters, a member's estimator by its name, or its parameters as
+        ``<name>__<parameter>`` (``members`` itself first, when given)."""
+        if "members" in params:
+            self.members = params.pop("members")
+        for name in [n for n, _, _, _ in self.members or [] if n in params]:
+            est = params.pop(name)
+            self.members = [(n, est if n == name else e, enc, cols) for n, e, enc, cols in self.members]
+        return super().set_params(**params)
+
+    def _layout(self, X=None, y=None) -> dict:
+        """Check the parameters; the fitted ``weights_`` (normalised to sum to one), ``feature_names_in_``
+        (``features``, else the columns of ``X``), ``n_features_in_`` and ``levels_``."""
+        if not self.members:
+            raise ValueError(f"{type(self).__name__} needs members: a list of (name, estimator, encoding, "
+                             "columns), e.g. from hdgp fit --model auto; it has none to fit.")
+        names = [m[0] for m in self.members]
+        reserved = set(super().get_params(deep=False))
+        bad = sorted({n for n in names if names.count(n) > 1 or "__" in n or n in reserved})
+        if bad:
+            raise ValueError(f"member names must be unique, without '__' and not a parameter name; got {bad}.")
+        k = len(self.members)
+        w = np.full(k, 1.0 / k) if self.weights is None else np.asarray(self.weights, dtype=np.float64)
+        if w.shape != (k,) or not np.all(np.isfinite(w)) or np.any(w < 0) or w.sum() <= 0:
+            raise ValueError(f"weights must be {k} non-negative numbers, not all zero (one per member); "
+                             f"got {self.weights!r}.")
+        if self.features is not None:
+            features = list(self.features)
+        elif isinstance(X, pd.DataFrame):
+            features = [str(c) for c in X.columns]
+        else:
+            features = [f"x{j}" for j in range(np.shape(X)[1])]
+        return {"weights_": w / w.sum(), "feature_names_in_": np.asarray(features, dtype=object),
+                "n_features_in_": len(features), "levels_": dict(self.levels or {})}
+
+    def _inputs(self, X, encoding: str, columns, layout: dict | None = None):
+        """``X`` (the ``"codes"`` layout, one column per feature) as the member's input frame (``layout``:
+        that of :meth:`_layout`, else the fitted one)."""
+        n_features, names, levels = (self.n_features_in_, self.feature_names_in_, self.levels_) if layout is None \
+            else (layout["n_features_in_"], layout["feature_names_in_"], layout["levels_"])
         values = X.to_numpy(dtype=np.float64) if isinstance(X, pd.DataFrame) else np.asarray(X, dtype=np.float64)
         index = X.index if isinstance(X, pd.DataFrame) else None
-        if values.ndim != 2 or values.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has shape {values.shape}; this model takes {self.n_features_in_} feature "
-                             f"columns ({', '.join(map(str, self.feature_names_in_))}).")
-        if encoding != "codes" and self.levels_:
+        if values.ndim != 2 or values.shape[1] != n_features:
+            raise ValueError(f"X has shape {values.shape}; this model takes {n_features} feature "
+                             f"columns ({', '.join(map(str, names))}).")
+        if encoding != "codes" and levels:
             parts = []
-            for j, c in enumerate(self.feature_names_in_):
-                n_levels = self.levels_.get(c)
+            for j, c in enumerate(names):
+                n_levels = levels.get(c)
                 parts += ([values[:, j]] if n_levels is None
                           else [(values[:, j] == level).astype(np.float64) for level in range(n_levels)])
             values = np.column_stack(parts)
         return pd.DataFrame(values, columns=list(columns), index=index)
 
     def fit(self, X, y):
-        """Refit every member on ``(X, y)`` (the ``"codes"`` layout), keeping the weights: each member's
-        own ``fit``, so a variance calibration factor it had is reset. Members come from
-        :meth:`from_members`; a mixture without them cannot be fitted."""
-        if not hasattr(self, "members_"):
-            raise ValueError(f"{type(self).__name__} is built from fitted members (from_members, or "
-                             "hdgp fit --model auto); it has none to fit.")
-        for _, est, encoding, columns in self.members_:
-            est.fit(self._inputs(X, encoding, columns), y)
+        """Fit a clone of every member on ``(X, y)`` (the ``"codes"`` layout), each in its own encoding:
+        the mixture of ``members`` with ``weights``. The parameters are left as they are, and so is a
+        fitted mixture whose refit fails."""
+        layout = self._layout(X, y)
+        fitted = []
+        for name, est, encoding, columns in self.members:
+            member = clone(est)
+            member.fit(self._inputs(X, encoding, columns, layout), y)
+            fitted.append((name, member, encoding, list(columns)))
+        self.__dict__.update(layout)
+        self.members_ = fitted
         return self
 
     def _member(self, est):
@@ -184,10 +246,26 @@ class StackedRegressor(RegressorMixin, _Stacked):
     """``--model auto``'s mixture of regressors (module docstring): ``predict(X, return_std=True)`` gives
     the mixture's mean and standard deviation.
 
+    Parameters
+    ----------
+    members : list of (name, estimator, encoding, columns)
+        Each member's preset name (unique), its unfitted estimator, its encoding of the table
+        (``"codes"`` or ``"onehot"``) and the names of its input columns.
+    weights : array-like of shape (n_members,), default=None
+        The mixture weights (normalised to sum to one); None: equal weights.
+    features : list of str, default=None
+        The table's feature columns (the ``"codes"`` layout); None: the columns of ``X`` in ``fit``.
+    levels : dict, default=None
+        Categorical feature → its number of levels (codes ``0..L-1``), for the one-hot members.
+    handle_unknown : {"error", "ignore"}, default="error"
+        ``"ignore"``: predict with every member that has this parameter set to ``"ignore"`` (a
+        categorical level unseen in training is then not an error).
+
     Attributes
     ----------
-    members_ : list of (name, estimator, encoding, columns)
+    members_ : list of (name, fitted estimator, encoding, columns)
     weights_ : ndarray, the stacking weights (sum to one)
+    feature_names_in_, n_features_in_, levels_ : the table's layout
     """
 
     def predict(self, X, return_std: bool = False):
@@ -204,13 +282,24 @@ class StackedRegressor(RegressorMixin, _Stacked):
 
 class StackedClassifier(ClassifierMixin, _Stacked):
     """``--model auto``'s mixture of classifiers: ``predict_proba`` is the weighted mean of the
-    members' class probabilities (by class code ``0..K-1``; ``classes_``)."""
+    members' class probabilities (by class code ``0..K-1``; ``classes_``).
+
+    Parameters are those of :class:`StackedRegressor` and ``n_classes`` (int, default None: the number
+    of distinct codes in the ``y`` given to ``fit``).
+    """
+
+    def __init__(self, members=None, *, weights=None, features=None, levels=None, n_classes=None,
+                 handle_unknown: str = "error"):
+        super().__init__(members, weights=weights, features=features, levels=levels, handle_unknown=handle_unknown)
+        self.n_classes = n_classes
 
     @classmethod
     def from_members(cls, members, weights, features, levels: dict, n_classes: int = 2):
-        out = super().from_members(members, weights, features, levels)
-        out.classes_ = np.arange(n_classes)
-        return out
+        return super().from_members(members, weights, features, levels, n_classes=n_classes)
+
+    def _layout(self, X=None, y=None) -> dict:
+        n_classes = self.n_classes if self.n_classes is not None else len(np.unique(y))
+        return {**super()._layout(X, y), "classes_": np.arange(n_classes)}
 
     def predict_proba(self, X):
         out = 0.0
