@@ -224,12 +224,17 @@ def test_a_saved_stack_loads_and_predicts_the_same(fitted_stack, tmp_path):
 
 def test_a_stack_file_written_before_the_constructor_parameters_still_loads():
     """Format 2.6 files from before kept the members and weights as fitted state only: they predict as
-    when written (make_stack_2_6.py), with empty constructor parameters."""
+    when written (make_stack_2_6.py), and get their constructor parameters from the fitted mixture, so
+    that ``clone`` gives the same mixture unfitted."""
     loaded = hdgp.load(MODEL_FILES / "stack_2_6.hdgp")
-    mean, std = loaded.predict(pd.DataFrame({"a": [-0.5, 0.0, 0.7], "g": [0.0, 1.0, 2.0]}), return_std=True)
+    X = pd.DataFrame({"a": [-0.5, 0.0, 0.7], "g": [0.0, 1.0, 2.0]})
+    mean, std = loaded.predict(X, return_std=True)
     np.testing.assert_allclose(mean, [-0.8294765196416463, 1.0150595466586856, 0.9710854970793368], rtol=0, atol=1e-12)
     np.testing.assert_allclose(std, [0.03945943159205951, 0.03985224217847356, 0.04039338225229757], rtol=0, atol=1e-12)
-    assert loaded.names_ == ["OAK", "RBF-ARD"] and loaded.members is None
+    assert loaded.names_ == ["OAK", "RBF-ARD"] and [m[0] for m in loaded.members] == ["OAK", "RBF-ARD"]
+    assert not hasattr(loaded.members[0][1], "model_") and loaded.weights == pytest.approx(list(loaded.weights_))
+    template = clone(loaded)
+    assert [m[0] for m in template.members] == ["OAK", "RBF-ARD"] and template.features == loaded.features
 
 
 def test_auto_fits_the_stack_on_a_table_with_a_categorical_column(monkeypatch, tmp_path):

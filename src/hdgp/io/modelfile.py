@@ -96,8 +96,10 @@ __all__ = ["FORMAT_VERSION", "ModelFileError", "save", "load", "load_parts", "re
 #: what it stored, and a 2.3 reader mis-warps such a feature). 2.5 adds ``$splitter`` and ``$randomstate``
 #: nodes (a scikit-learn splitter as ``cv``, a ``RandomState`` as ``random_state``; a 2.4 reader refuses them).
 #: 2.6 adds mixtures (``--model auto``'s stack): the estimator node's ``members``, each a nested estimator
-#: node with its tensors under ``member<k>/`` (a 2.5 reader cannot rebuild one).
-FORMAT_VERSION = (2, 6)
+#: node with its tensors under ``member<k>/`` (a 2.5 reader cannot rebuild one). 2.7 stores a mixture's
+#: constructor parameters (its members as unfitted templates, weights, features, levels): a 2.6 reader cannot
+#: construct it; a 2.6 file's mixture gets them from its fitted members when read (``_params_from_fitted``).
+FORMAT_VERSION = (2, 7)
 #: Oldest major version this version reads (:func:`~hdgp.io.upgrade.upgrade_contents` converts older majors).
 _OLDEST_READABLE_MAJOR = 1
 _FORMAT_NAME = "hdgp-model"
@@ -466,6 +468,7 @@ def _load_estimator(path, spec, tensors, device, versions, manifest=None):
         if not members:
             raise _damaged(path, f"the {cls.__name__} has no members{versions}")
         setattr(est, nested, members)
+        est._params_from_fitted()
     return est, decoder
 
 

@@ -147,6 +147,18 @@ class _Stacked(BaseEstimator):
         out.members_ = fitted
         return out
 
+    def _params_from_fitted(self) -> None:
+        """Constructor parameters from the fitted mixture where they are missing: a model file of format
+        2.6 (before they were parameters) stores only ``members_``, ``weights_`` and the layout."""
+        if self.members is None:
+            self.members = [(name, clone(est, safe=False), encoding, list(columns))
+                            for name, est, encoding, columns in self.members_]
+            self.weights = [float(w) for w in self.weights_]
+            self.features = [str(c) for c in self.feature_names_in_]
+            self.levels = dict(self.levels_)
+            if hasattr(self, "n_classes"):
+                self.n_classes = len(self.classes_)
+
     @property
     def names_(self) -> list:
         """The members' preset names."""
