@@ -89,8 +89,7 @@ def test_cost_estimate_counts_the_second_fit_of_flow_choose(monkeypatch):
 
 def _stages(monkeypatch, X, y, **params):
     """``(rows, inference, warm start, max_iter, max_order_)`` of every fit (BaseGPRegressor._fit) of an OAK fit:
-    its stage's, where it sets them, else the constructor parameter's; and the parameters never change (but
-    ``flow="choose"``, which OAKRegressor.fit still sets to the flow it tries: the input encoder reads it)."""
+    its stage's, where it sets them, else the constructor parameter's; and the parameters never change."""
     seen = []
     fit = _base.BaseGPRegressor._fit
 
@@ -99,7 +98,7 @@ def _stages(monkeypatch, X, y, **params):
         seen.append((len(X), *(getattr(self, param) if getattr(stage, field) is None else getattr(stage, field)
                                for field, param in (("inference", "inference"), ("warm", "warm_start"),
                                                     ("max_iter", "max_iter"))), self.max_order_))
-        assert {**self.get_params(), "flow": before["flow"]} == before
+        assert self.get_params() == before
         return fit(self, X, y, stage)
 
     monkeypatch.setattr(_base.BaseGPRegressor, "_fit", spy)

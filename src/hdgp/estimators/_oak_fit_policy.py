@@ -274,7 +274,7 @@ class OAKFitPolicy:
 
     # ------------------------------------------------------------- cost
     def _warn_if_costly(self, n: int, d: int) -> None:
-        if self.flow != True and getattr(self, "_flow_choice_X", None) is not None:  # noqa: E712
+        if self._flow_in_fit() != True and getattr(self, "_flow_choice_X", None) is not None:  # noqa: E712
             return  # the second fit of flow="choose", counted by the first (_fits_per_start)
         if self._stage.whole is not None:
             self._warn_staged(*self._stage.whole, d, n)

@@ -289,16 +289,15 @@ class OAKRegressor(OAKInputEncoder, OAKFitPolicy, BaseGPRegressor):
         self
         """
         X = self.encode_frame(X, fit=True)
-        flow = self.flow
-        choose = isinstance(flow, str) and flow == "choose"
+        choose = isinstance(self.flow, str) and self.flow == "choose"
         try:
             if choose:
-                self.flow, self._flow_choice_X = True, X  # the full flow first
+                self._flow_fit, self._flow_choice_X = True, X  # the full flow first
             self._fit_and_choose_order(X, y)
             self.flow_log_likelihoods_ = None
             if choose and self._compare_flows(X):
-                kept = {k: v for k, v in self.__dict__.items() if k != "_flow_choice_X"}
-                self.flow = "auto"  # the light-tailed features standardised instead of warped
+                kept = {k: v for k, v in self.__dict__.items() if k not in ("_flow_choice_X", "_flow_fit")}
+                self._flow_fit = "auto"  # the light-tailed features standardised instead of warped
                 self._fit_and_choose_order(X, y)
                 scores = {"flow": kept["log_marginal_likelihood_value_"], "auto": self.log_marginal_likelihood_value_}
                 if scores["auto"] <= scores["flow"]:
@@ -306,14 +305,14 @@ class OAKRegressor(OAKInputEncoder, OAKFitPolicy, BaseGPRegressor):
                     self.__dict__.update(kept)
                 self.flow_log_likelihoods_ = scores
         finally:
-            self.flow = flow
             self.__dict__.pop("_flow_choice_X", None)
+            self.__dict__.pop("_flow_fit", None)
         return self
 
     def _fits_per_start(self) -> int:
         """For the cost estimate, made in the first fit: two when ``flow="choose"`` will fit ``"auto"`` too."""
         X = getattr(self, "_flow_choice_X", None)
-        if X is None or self.flow != True:  # noqa: E712 (the second fit, flow="auto", was counted by the first)
+        if X is None or self._flow_in_fit() != True:  # noqa: E712 (the second fit, flow="auto", was counted by the first)
             return 1
         return 2 if self._compare_flows(X) else 1
 

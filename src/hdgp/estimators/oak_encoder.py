@@ -339,6 +339,11 @@ class OAKInputEncoder(StandardizedInputs):
         self.two_point_features_ = sorted(self.two_point_values_)
         self.continuous_features_ = [j for j in range(n_features) if j not in self.levels_ and j not in two_point]
 
+    def _flow_in_fit(self):
+        """The flow of the fit under way: ``flow``, or the one ``flow="choose"`` is trying (``_flow_fit``, set
+        by :meth:`OAKRegressor.fit` so that the parameter itself never changes)."""
+        return self.__dict__.get("_flow_fit", self.flow)
+
     def transform_inputs(self, X: np.ndarray, fit: bool) -> np.ndarray:
         """Flow (or standardise) continuous columns; map discrete columns to level codes 0..M-1.
         Missing cells (NaN) stay NaN (module docstring)."""
@@ -352,10 +357,11 @@ class OAKInputEncoder(StandardizedInputs):
             if fit:
                 self.input_min_, self.input_max_ = np.nanmin(X_cont, 0), np.nanmax(X_cont, 0)
                 labels = self.feature_names(X.shape[1])
-                auto = isinstance(self.flow, str)  # "auto" (validated)
+                flow = self._flow_in_fit()
+                auto = isinstance(flow, str)  # "auto" (validated)
                 filled = _fill_for_flow(X_cont)
                 self.flow_ = (SinhArcsinhFlow(self.log_transform, skip_light_tails=auto)
-                              .fit(filled, [labels[j] for j in cont]) if auto or self.flow else None)
+                              .fit(filled, [labels[j] for j in cont]) if auto or flow else None)
                 if self.flow_ is None:
                     StandardizedInputs._transform_inputs(self, filled, fit=True)
             elif self.clip_inputs:
