@@ -1,11 +1,26 @@
-"""First-order additive RBF kernel (the papers' ``GAM`` baseline) in O(n²) memory."""
+r"""First-order additive RBF kernel (the papers' ``GAM`` baseline) in O(n²) memory.
+
+On the CPU, k(X, X) and cross-covariances are OAK's compiled walk of SE sums
+(:mod:`hdgp.kernels.functions.se_additive_sum`) with no constraint term and only the first order,
+:math:`e_1(k_1, \dots, k_d) = \sum_i k_i`: cache-sized row blocks, compiled loops, threads where torch has
+them. Elsewhere (or with inputs that need a gradient) :class:`_AdditiveRBF` loops over the features.
+"""
 
 from __future__ import annotations
 
 import torch
 from gpytorch.kernels import Kernel
 
+from ._compiled import use_compiled
+from .functions.additive_sum import _CHUNK
+from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
+from .functions.triangle import _row_blocks
+
 __all__ = ["AdditiveRBFKernel"]
+
+#: Bytes of one row block's SE matrices (d x rows x columns) in the compiled walk: they stay cached between
+#: the block's passes (as OAK's, :meth:`hdgp.kernels.additive_kernel.AdditiveKernel._light_blocks`).
+_BLOCK_BYTES = 2**23
 
 
 class _AdditiveRBF(torch.autograd.Function):
@@ -87,4 +102,27 @@ class AdditiveRBFKernel(Kernel):
             raise NotImplementedError("AdditiveRBFKernel does not support last_dim_is_batch.")
         if diag:
             return x1.new_full(x1.shape[:-1], float(x1.shape[-1]))
+        if self._compiled(x1, x2):
+            return self._compiled_sum(x1, x2)
         return _AdditiveRBF.apply(x1, x2, self.lengthscale)
+
+    def _compiled(self, x1: torch.Tensor, x2: torch.Tensor) -> bool:
+        """Whether :meth:`_compiled_sum` takes ``k(x1, x2)``: CPU matrices of one dtype without gradients of
+        their own, one length-scale per feature and no batch."""
+        return (x1.dim() == 2 and x2.dim() == 2 and use_compiled(x1) and x2.dtype == x1.dtype
+                and not (x1.requires_grad or x2.requires_grad) and self.lengthscale.shape == (1, x1.shape[-1]))
+
+    def _compiled_sum(self, x1: torch.Tensor, x2: torch.Tensor) -> torch.Tensor:
+        r""":math:`\sum_i \exp(-(x_i - x'_i)^2 / 2\ell_i^2)` as the first elementary symmetric polynomial of the
+        SE matrices (order variances (0, 1), no constraint term :math:`u v^\top`), on the lower triangle's
+        row blocks for k(X, X) (GPyTorch passes X twice) and as a cross-covariance otherwise."""
+        d = x1.shape[-1]
+        l2 = self.lengthscale.reshape(d, 1, 1).square()
+        variances = torch.tensor([0.0, 1.0], dtype=x1.dtype)
+        stacked = [x.transpose(-1, -2).unsqueeze(-1).contiguous() for x in (x1, x2)]  # (d, n, 1)
+        if x1 is x2:
+            zeros = x1.new_zeros(d, x1.shape[0])
+            bounds = _row_blocks(0, x1.shape[0], max(_CHUNK, _BLOCK_BYTES // (d * x1.element_size())))
+            return se_lower_additive_sum(stacked[0], bounds, l2, zeros, zeros, None, variances)
+        return se_cross_additive_sum(stacked[0], stacked[1], l2, x1.new_zeros(d, x1.shape[0]),
+                                     x2.new_zeros(d, x2.shape[0]), None, None, variances)
