@@ -9,6 +9,7 @@ from gpytorch.kernels import RBFKernel
 
 import hdgp.kernels._compiled as compiled_module
 from hdgp.exceptions import CostWarning
+from hdgp.kernels import SEKernel
 from hdgp.kernels.additive_kernel import (_SYMMETRIC_MIN_N, AdditiveKernel, additive_sum, elementary_symmetric,
                                          symmetric_additive_sum)
 
@@ -474,3 +475,36 @@ def test_compiled_lower_triangle_backward_matches_the_tensor_sweep_on_wide_rows(
         results.append((out.detach(), b.grad + b.grad.transpose(1, 2), v.grad))
     for a, b in zip(*results):
         torch.testing.assert_close(a, b, rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize("shape", [(300, None), (200, 90)])
+def test_se_base_sums_by_the_compiled_walk_as_by_base_blocks(monkeypatch, shape, sum_path):
+    """Duvenaud's SE base kernel takes OAK's compiled SE walk with no constraint term (u = v = 0): the
+    values of the base-block path to the last bit, its gradients to rounding."""
+    if not sum_path:
+        pytest.skip("the compiled walk is the CPU's compiled path")
+    torch.manual_seed(8)
+    d = 5
+    kernel = AdditiveKernel(SEKernel(d), num_dims=d, max_order=4)
+    kernel.base_kernel.lengthscale = torch.rand(d, 1, 1, dtype=torch.float64) + 0.3
+    x1 = torch.randn(shape[0], d, dtype=torch.float64)
+    x2 = x1 if shape[1] is None else torch.randn(shape[1], d, dtype=torch.float64)
+    weight = torch.randn(x1.shape[0], x2.shape[0], dtype=torch.float64)
+    params = [p for p in kernel.parameters() if p.requires_grad]
+
+    def value_and_grads():
+        out = kernel.forward(x1, x2)
+        return (out.detach(), *torch.autograd.grad((out * weight).sum(), params))
+
+    calls = []
+    for name in ("lower_additive_sum", "cross_additive_sum"):
+        real = getattr(SEKernel, name)
+        monkeypatch.setattr(SEKernel, name, lambda self, *a, real=real, name=name: calls.append(name) or real(self, *a))
+    fused = value_and_grads()
+    assert calls == ["lower_additive_sum" if shape[1] is None else "cross_additive_sum"]
+    monkeypatch.setattr(SEKernel, "lower_additive_sum", None)
+    monkeypatch.setattr(SEKernel, "cross_additive_sum", None)
+    blocks = value_and_grads()
+    torch.testing.assert_close(fused[0], blocks[0], rtol=0, atol=0)
+    for a, b in zip(fused[1:], blocks[1:]):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-13)

@@ -38,7 +38,7 @@ import torch
 from numba import njit
 
 __all__ = ["ENABLED", "as_array", "rows_backward", "rows_forward", "se_exponent_block", "se_outer_backward",
-           "subtract_outer_block", "term_sums", "use_compiled", "zero_missing_block"]
+           "se_outer_reductions", "subtract_outer_block", "term_sums", "use_compiled", "zero_missing_block"]
 
 #: CPU work runs compiled; off (tests, comparisons), it takes the tensor code other devices run.
 ENABLED = True
@@ -350,3 +350,22 @@ def term_sums(L, h, depth, subtree, out):
                 if last[level] < n_dims:
                     break
                 level -= 1
+
+
+def se_outer_reductions(K, G, a0, b0, u, v):
+    r"""The reductions of :class:`~hdgp.kernels.se_kernel._SEMinusOuter`'s backward pass by
+    :func:`se_outer_backward` (tensors in and out): the row and
+    column sums of :math:`W`, :math:`Wb`, :math:`W^\top a` (shaped like ``a0``, ``b0``) and
+    :math:`-Gv`, :math:`-G^\top u` (shaped like ``u``, ``v``; None without them)."""
+    n, m = K.shape[-2:]
+    flat = lambda t, size: as_array(t.reshape(-1, size), K.dtype)  # noqa: E731
+    Kf, Gf = flat(K, n * m).reshape(-1, n, m), flat(G.expand(K.shape), n * m).reshape(-1, n, m)
+    af, bf = flat(a0, n), flat(b0, m)
+    has_outer = u is not None
+    uf, vf = (flat(u, n), flat(v, m)) if has_outer else (af, bf)  # (not read without the outer term)
+    rows, Wb, gu = (np.empty_like(af) for _ in range(3))
+    cols, WTa, gv = (np.empty_like(bf) for _ in range(3))
+    se_outer_backward(Kf, Gf, af, bf, uf, vf, has_outer, rows, cols, Wb, WTa, gu, gv)
+    column = lambda x, like: torch.from_numpy(x).reshape(like.shape)  # noqa: E731
+    return (column(rows, a0), column(cols, b0), column(Wb, a0), column(WTa, b0),
+            column(gu, u) if has_outer else None, column(gv, v) if has_outer else None)

@@ -10,15 +10,15 @@ exact and no more expensive.
 
 from __future__ import annotations
 
-import numpy as np
 import torch
 from gpytorch.kernels import Kernel
 
 from ._constraints import log_positive
-from ._compiled import as_array, se_outer_backward, use_compiled
+from ._compiled import se_outer_reductions, use_compiled
 from ._elementwise import exp_
 from ._own_batch_shape import broadcast_batch
 from .ard_kernel import _centred
+from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
 
 __all__ = ["FeatureKernel", "SEKernel", "UnitStationaryFeatureKernel", "se_minus_outer"]
 
@@ -67,7 +67,7 @@ class _SEMinusOuter(torch.autograd.Function):
         need_a, need_b, need_l2, need_u, need_v = ctx.needs_input_grad
         a0, b0 = _centred(a, b)  # (..., D, n, 1), (..., D, m, 1)
         if use_compiled(K):  # the reductions below in one pass over K and G
-            rows, cols, Wb, WTa, g_u, g_v = _compiled_reductions(K, G, a0, b0, u, v)
+            rows, cols, Wb, WTa, g_u, g_v = se_outer_reductions(K, G, a0, b0, u, v)
         else:
             g_u = -(G @ v.unsqueeze(-1)).squeeze(-1) if need_u else None
             g_v = -(G.transpose(-1, -2) @ u.unsqueeze(-1)).squeeze(-1) if need_v else None
@@ -86,24 +86,6 @@ class _SEMinusOuter(torch.autograd.Function):
             if need_b:
                 g_b = (WTa - b0 * cols) / l2
         return g_a, g_b, g_l2, (g_u if need_u else None), (g_v if need_v else None)
-
-
-def _compiled_reductions(K, G, a0, b0, u, v):
-    r""":class:`_SEMinusOuter`'s reductions by :func:`._compiled.se_outer_backward`: the row and
-    column sums of :math:`W`, :math:`Wb`, :math:`W^\top a` (shaped like ``a0``, ``b0``) and
-    :math:`-Gv`, :math:`-G^\top u` (shaped like ``u``, ``v``; None without them)."""
-    n, m = K.shape[-2:]
-    flat = lambda t, size: as_array(t.reshape(-1, size), K.dtype)  # noqa: E731
-    Kf, Gf = flat(K, n * m).reshape(-1, n, m), flat(G.expand(K.shape), n * m).reshape(-1, n, m)
-    af, bf = flat(a0, n), flat(b0, m)
-    has_outer = u is not None
-    uf, vf = (flat(u, n), flat(v, m)) if has_outer else (af, bf)  # (not read without the outer term)
-    rows, Wb, gu = (np.empty_like(af) for _ in range(3))
-    cols, WTa, gv = (np.empty_like(bf) for _ in range(3))
-    se_outer_backward(Kf, Gf, af, bf, uf, vf, has_outer, rows, cols, Wb, WTa, gu, gv)
-    column = lambda x, like: torch.from_numpy(x).reshape(like.shape)  # noqa: E731
-    return (column(rows, a0), column(cols, b0), column(Wb, a0), column(WTa, b0),
-            column(gu, u) if has_outer else None, column(gv, v) if has_outer else None)
 
 
 def se_minus_outer(a, b, l2, u=None, v=None):
@@ -199,3 +181,35 @@ class SEKernel(UnitStationaryFeatureKernel):
 
     def _matrix(self, x1, x2):
         return se_minus_outer(x1, x2, self.lengthscale**2)
+
+    def outer_parts(self, x: torch.Tensor):
+        r"""``(x, None, l2, 0, 0)``: the SE matrices as the constrained ones of
+        :meth:`~hdgp.kernels.orthogonal_kernel.ConstrainedSEKernel.outer_parts` with no constraint term
+        (:math:`u = v = 0`), so that :class:`~hdgp.kernels.additive_kernel.AdditiveKernel` sums them by the same
+        compiled walk; None for a batch of length-scales (the walk takes one per feature)."""
+        self._check_layout(x)
+        l2 = self.lengthscale**2
+        if x.dim() != 3 or l2.shape != (self.num_features, 1, 1):
+            return None
+        zeros = x.new_zeros(x.shape[0], x.shape[1])
+        return x, None, l2, zeros, zeros
+
+    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor):
+        r""":math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)(X, X)` on the lower triangle's row blocks ``bounds``
+        by the compiled walk (:func:`~hdgp.kernels.functions.se_additive_sum.se_lower_additive_sum`), or None
+        where :meth:`outer_parts` is None (the caller then sums base blocks)."""
+        parts = self.outer_parts(x)
+        if parts is None:
+            return None
+        x, miss, l2, u, v = parts
+        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
+
+    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor):
+        r""":math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)(X_1, X_2)` by the compiled walk
+        (:func:`~hdgp.kernels.functions.se_additive_sum.se_cross_additive_sum`), or None (see
+        :meth:`lower_additive_sum`)."""
+        parts1, parts2 = self.outer_parts(x1), self.outer_parts(x2)
+        if parts1 is None or parts2 is None:
+            return None
+        (x1, miss1, l2, u1, _), (x2, miss2, _, _, v2) = parts1, parts2
+        return se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances)

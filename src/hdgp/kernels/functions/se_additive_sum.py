@@ -31,11 +31,10 @@ import numpy as np
 import torch
 
 from .._autograd import refuse_double_backward
-from .._compiled import (as_array, rows_backward, rows_forward, se_exponent_block, subtract_outer_block,
-                         zero_missing_block)
+from .._compiled import (as_array, rows_backward, rows_forward, se_exponent_block, se_outer_reductions,
+                         subtract_outer_block, zero_missing_block)
 from .._elementwise import exp_
 from ..ard_kernel import _centred
-from ..se_kernel import _compiled_reductions
 from .triangle import _fold_upper_onto_lower, _mirror_lower
 
 __all__ = ["se_cross_additive_sum", "se_lower_additive_sum"]
@@ -163,7 +162,7 @@ class _SEAdditiveSum(torch.autograd.Function):
                 else:
                     a0, b0 = a_all[:, r0:r1], b_all
                 Kt, gKt = torch.from_numpy(K), torch.from_numpy(gK)
-                rows, col_sums, Wb, WTa, gu, gv = _compiled_reductions(Kt, gKt, a0, b0, u[:, r0:r1], v[:, :cols])
+                rows, col_sums, Wb, WTa, gu, gv = se_outer_reductions(Kt, gKt, a0, b0, u[:, r0:r1], v[:, :cols])
                 # W = G ⊙ (K + u vᵀ)
                 total += ((a0.square() * rows).sum((-1, -2)) - 2 * (a0 * Wb).sum((-1, -2))
                           + (b0.square() * col_sums).sum((-1, -2))).to(total)
