@@ -82,8 +82,10 @@ _MIN_TRAIN_ROWS = 2
 #: Cross-validation screens the grid when it has more (length-scale, response, eta) settings than
 #: this: all of them on the first 2 folds, these best on the rest (:func:`hdgp.sigp.cv.cross_validate`).
 _CV_SCREEN = 10
-#: Rows of the quick RBF-ARD fit that sets the input weights of ``input_scaling="ard"``.
-_ARD_ROWS = 500
+#: Rows of the quick RBF-ARD fit that sets the input weights of ``input_scaling="ard"``: on 500 of
+#: pumadyn32nm's rows (split 1, 32 features) it found no relevant feature and SIGP predicted the mean, on
+#: 1,000 it found the four (test RMSE 0.989 -> 0.208; benchmarks/README.md, "Measurements behind defaults").
+_ARD_ROWS = 1000
 #: ``max_kernel_rank="auto"``: the largest rank r <= ``_KERNEL_RANK_CAP`` with n r^2 <= this budget
 #: (multiply-adds of one pivoted Cholesky and of one reduced pencil Phi^T H Phi, eq. 7), so
 #: the cap stays 1000 up to n = 1000 rows and falls as 1/sqrt(n) beyond (408 at n = 6000).
