@@ -9,12 +9,12 @@ from gpytorch.kernels import Kernel
 from linear_operator import to_dense
 
 from ._own_batch_shape import OwnBatchShape
-from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
+from .functions.se_additive_sum import OuterPartsSums
 
 __all__ = ["FeatureStackKernel"]
 
 
-class FeatureStackKernel(OwnBatchShape, Kernel):
+class FeatureStackKernel(OuterPartsSums, OwnBatchShape, Kernel):
     r"""Per-feature kernels for mixed feature types, in the feature-stacked layout.
 
     Input ``(..., D, n, 1)`` holds one feature per batch entry. Group :math:`g`
@@ -83,23 +83,3 @@ class FeatureStackKernel(OwnBatchShape, Kernel):
             miss = stacked([torch.zeros(p.shape, dtype=torch.bool, device=p.device) if m is None else m
                             for m, p in zip(misses, xs)])
         return stacked(xs), miss, stacked(l2s), stacked(us), stacked(vs)
-
-    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor):
-        """The additive sum of k(X, X) on its lower triangle without keeping base blocks
-        (:func:`~hdgp.kernels.functions.se_additive_sum.se_lower_additive_sum`) when every group is a
-        constrained SE kernel; None otherwise."""
-        parts = self.outer_parts(x)
-        if parts is None:
-            return None
-        x, miss, l2, u, v = parts
-        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
-
-    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor):
-        """The additive sum of k(X1, X2) without keeping base blocks
-        (:func:`~hdgp.kernels.functions.se_additive_sum.se_cross_additive_sum`) when every group is a
-        constrained SE kernel; None otherwise."""
-        parts1, parts2 = self.outer_parts(x1), self.outer_parts(x2)
-        if parts1 is None or parts2 is None:
-            return None
-        (a, miss1, l2, u1, _), (b, miss2, _, _, v2) = parts1, parts2
-        return se_cross_additive_sum(a, b, l2, u1, v2, miss1, miss2, order_variances)

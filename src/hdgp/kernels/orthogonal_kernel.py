@@ -49,7 +49,7 @@ from ..measures import MixtureMeasure
 from ._constraints import log_positive
 from ._elementwise import exp_
 from .additive_kernel import AdditiveKernel
-from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
+from .functions.se_additive_sum import OuterPartsSums
 from .se_kernel import FeatureKernel, se_minus_outer
 
 __all__ = ["ConstrainedSEKernel", "ConstrainedCategoricalKernel", "OrthogonalAdditiveKernel"]
@@ -89,13 +89,6 @@ def _se_overlap_matrix(mu, var, x1, x2, l2):
     return exp_(out).mul_(torch.sqrt(r / (r + var)))
 
 
-def _cross_from_parts(parts1, parts2, order_variances: torch.Tensor) -> torch.Tensor:
-    """:func:`se_cross_additive_sum` from the :meth:`ConstrainedSEKernel.outer_parts` of both inputs."""
-    x1, miss1, l2, u1, _ = parts1
-    x2, miss2, _, _, v2 = parts2
-    return se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances)
-
-
 def _mask_missing(x: torch.Tensor):
     """``(mask, x)``: the NaN cells of ``x`` and ``x`` with them set to 0 (None and ``x`` itself when none is
     missing), so that no NaN reaches arithmetic and autograd (a NaN times a zero gradient is NaN)."""
@@ -115,7 +108,7 @@ def _zero_missing(out: torch.Tensor, miss1, miss2) -> torch.Tensor:
     return out
 
 
-class ConstrainedSEKernel(FeatureKernel):
+class ConstrainedSEKernel(OuterPartsSums, FeatureKernel):
     r"""Unit-variance SE kernels constrained to integrate to zero under mixture measures.
 
     For feature :math:`i` with length-scale :math:`\ell` and measure
@@ -227,33 +220,6 @@ class ConstrainedSEKernel(FeatureKernel):
         miss, x = _mask_missing(x)
         m = self._mean_embedding(x, l2)
         return x, miss, l2, m / c.squeeze(-1), m
-
-    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor) -> torch.Tensor:
-        r""":math:`\sum_r \sigma_r^2 e_r(\tilde k_1, \dots, \tilde k_D)(X, X)` summed over the lower
-        triangle's row blocks ``bounds`` without keeping the blocks
-        (:func:`~hdgp.kernels.functions.se_additive_sum.se_lower_additive_sum`): the values and gradients
-        of :meth:`lower_row_blocks` summed by :func:`~hdgp.kernels.additive_kernel.symmetric_additive_sum`.
-
-        Parameters
-        ----------
-        x : torch.Tensor of shape (D, n, 1), without a gradient
-        bounds : sequence of (r0, r1)
-        order_variances : torch.Tensor of shape (R + 1,)
-        """
-        x, miss, l2, u, v = self.outer_parts(x)
-        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
-
-    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor) -> torch.Tensor:
-        r""":math:`\sum_r \sigma_r^2 e_r(\tilde k_1, \dots, \tilde k_D)(X_1, X_2)` in row blocks without
-        keeping them (:func:`~hdgp.kernels.functions.se_additive_sum.se_cross_additive_sum`): the values and
-        gradients of :meth:`forward` summed by :func:`~hdgp.kernels.additive_kernel.additive_sum`.
-
-        Parameters
-        ----------
-        x1, x2 : torch.Tensor of shape (D, n, 1) and (D, m, 1), without a gradient
-        order_variances : torch.Tensor of shape (R + 1,)
-        """
-        return _cross_from_parts(self.outer_parts(x1), self.outer_parts(x2), order_variances)
 
     def lower_row_blocks(self, x: torch.Tensor, bounds) -> list[torch.Tensor]:
         r"""``[forward(x[..., r0:r1, :], x[..., :r1, :]) for r0, r1 in bounds]``: the row blocks of

@@ -18,7 +18,7 @@ from ._compiled import se_outer_reductions, use_compiled
 from ._elementwise import exp_
 from ._own_batch_shape import broadcast_batch
 from .ard_kernel import _centred
-from .functions.se_additive_sum import se_cross_additive_sum, se_lower_additive_sum
+from .functions.se_additive_sum import OuterPartsSums
 
 __all__ = ["FeatureKernel", "SEKernel", "UnitStationaryFeatureKernel", "se_minus_outer"]
 
@@ -159,7 +159,7 @@ class UnitStationaryFeatureKernel(FeatureKernel):
         raise NotImplementedError
 
 
-class SEKernel(UnitStationaryFeatureKernel):
+class SEKernel(OuterPartsSums, UnitStationaryFeatureKernel):
     r"""Unit-variance squared-exponential kernels, one per feature: :math:`k_i(x, x') = e^{-(x-x')^2/2\ell_i^2}`.
 
     The default base kernel of :class:`~hdgp.estimators.additive.AdditiveGPRegressor`
@@ -193,23 +193,3 @@ class SEKernel(UnitStationaryFeatureKernel):
             return None
         zeros = x.new_zeros(x.shape[0], x.shape[1])
         return x, None, l2, zeros, zeros
-
-    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor):
-        r""":math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)(X, X)` on the lower triangle's row blocks ``bounds``
-        by the compiled walk (:func:`~hdgp.kernels.functions.se_additive_sum.se_lower_additive_sum`), or None
-        where :meth:`outer_parts` is None (the caller then sums base blocks)."""
-        parts = self.outer_parts(x)
-        if parts is None:
-            return None
-        x, miss, l2, u, v = parts
-        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
-
-    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor):
-        r""":math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)(X_1, X_2)` by the compiled walk
-        (:func:`~hdgp.kernels.functions.se_additive_sum.se_cross_additive_sum`), or None (see
-        :meth:`lower_additive_sum`)."""
-        parts1, parts2 = self.outer_parts(x1), self.outer_parts(x2)
-        if parts1 is None or parts2 is None:
-            return None
-        (x1, miss1, l2, u1, _), (x2, miss2, _, _, v2) = parts1, parts2
-        return se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances)

@@ -37,7 +37,7 @@ from .._elementwise import exp_
 from ..ard_kernel import _centred
 from .triangle import _fold_upper_onto_lower, _mirror_lower
 
-__all__ = ["se_cross_additive_sum", "se_lower_additive_sum"]
+__all__ = ["OuterPartsSums", "se_cross_additive_sum", "se_lower_additive_sum"]
 
 #: Bytes of one row block of a cross-covariance's base matrices (D x rows x columns): blocks stay below
 #: glibc's 32 MB mmap threshold (the forward pass keeps one, the backward pass two), so they are reused
@@ -247,3 +247,41 @@ def se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances):
     bounds = tuple((r0, min(r0 + step, n)) for r0 in range(0, n, step))
     out = _SEAdditiveSum.apply(order_variances, l2, u1, v2, x1, x2, miss1, miss2, bounds, False)
     return out.transpose(-1, -2) if flip else out
+
+
+class OuterPartsSums:
+    r"""``lower_additive_sum`` and ``cross_additive_sum`` of :class:`~hdgp.kernels.additive_kernel.AdditiveKernel`'s
+    memory-light paths, for a base kernel whose per-feature matrices are :math:`E_i - u_i v_i^\top`: a mixin
+    reading the kernel's ``outer_parts(x)``, ``(x, miss, l2, u, v)`` (shapes as in :func:`se_lower_additive_sum`)
+    or None where the walk does not apply (the caller then sums base blocks)."""
+
+    def lower_additive_sum(self, x: torch.Tensor, bounds, order_variances: torch.Tensor):
+        r""":math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)(X, X)` on the lower triangle's row blocks ``bounds``
+        (:func:`se_lower_additive_sum`), or None.
+
+        Parameters
+        ----------
+        x : torch.Tensor of shape (D, n, 1), without a gradient
+        bounds : sequence of (r0, r1)
+        order_variances : torch.Tensor of shape (R + 1,)
+        """
+        parts = self.outer_parts(x)
+        if parts is None:
+            return None
+        x, miss, l2, u, v = parts
+        return se_lower_additive_sum(x, bounds, l2, u, v, miss, order_variances)
+
+    def cross_additive_sum(self, x1: torch.Tensor, x2: torch.Tensor, order_variances: torch.Tensor):
+        r""":math:`\sum_r \sigma_r^2 e_r(k_1, \dots, k_D)(X_1, X_2)` in row blocks (:func:`se_cross_additive_sum`),
+        or None.
+
+        Parameters
+        ----------
+        x1, x2 : torch.Tensor of shape (D, n, 1) and (D, m, 1), without a gradient
+        order_variances : torch.Tensor of shape (R + 1,)
+        """
+        parts1, parts2 = self.outer_parts(x1), self.outer_parts(x2)
+        if parts1 is None or parts2 is None:
+            return None
+        (x1, miss1, l2, u1, _), (x2, miss2, _, _, v2) = parts1, parts2
+        return se_cross_additive_sum(x1, x2, l2, u1, v2, miss1, miss2, order_variances)
