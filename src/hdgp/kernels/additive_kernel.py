@@ -217,8 +217,7 @@ class AdditiveKernel(OwnBatchShape, Kernel):
     def _light_blocks(self, X: torch.Tensor, calls: int) -> list[tuple[int, int]]:
         """Row blocks of k(X, X)'s lower triangle for walks that keep no block (:meth:`_symmetric_values`, the
         fused ``lower_additive_sum``): base stacks of at most :data:`_NO_GRAD_BLOCK_BYTES`, which stay in the
-        caches between a block's passes (an SE sum at 5,000 rows and D = 30 took 5.6 s in 16 blocks against
-        3.9 s in 8 MB ones, one thread: benchmarks/README.md, "Measurements behind defaults")."""
+        caches between a block's passes (timings: benchmarks/README.md, "OAK's fused sum")."""
         entries = max(_CHUNK * max(calls, 1), _NO_GRAD_BLOCK_BYTES // (self.num_dims * X.element_size()))
         return _row_blocks(0, X.shape[0], min(_base_block(X.shape[0], max(calls, 1)), entries))
 
